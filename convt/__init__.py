@@ -1,0 +1,15 @@
+"""convt: exact ONNX ConvTranspose (N-D, grouped) for NumPy arrays.
+
+>>> import numpy as np
+>>> from convt import ConvTranspose
+>>> x = np.ones((1, 3, 8, 8), dtype=np.float32)
+>>> w = np.ones((3, 2, 4, 4), dtype=np.float32)
+>>> ConvTranspose(strides=(2, 2), auto_pad="SAME_UPPER").apply(x, w).shape
+(1, 2, 16, 16)
+"""
+
+from ._estimator import ConvTranspose, conv_transpose
+
+__version__ = "0.1.0"
+
+__all__ = ["ConvTranspose", "conv_transpose", "__version__"]

@@ -1,0 +1,130 @@
+"""Choosing and running a kernel for one validated ConvTranspose call."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _kernels
+from ._arrays import ACCUMULATION_DTYPE, STORAGE_KIND, element_strides
+from ._blas import controller as blas_controller
+from ._plan import direct_plan, gemm_plan
+
+# Upper bound on OpenMP threads: more would only add workspace, never speed.
+MAX_THREADS = 256
+# Below this many multiply-adds per output element and group the GEMM engine's
+# matrices degenerate and the direct engine is faster (see benchmarks/).
+DIRECT_MAX_CHANNEL_PRODUCT = 32
+
+
+def resolve_threads(num_threads, work_units):
+    """Threads to use: all the process may use by default, never more than the work."""
+    if num_threads is None:
+        num_threads = _kernels.max_threads()
+    return max(1, min(num_threads, work_units, MAX_THREADS))
+
+
+def fill_with_bias(y, b):
+    """y[n, m, ...] = b[m] (or 0 without bias)."""
+    if b is None:
+        y.fill(0)
+    else:
+        y[...] = b.reshape((1, -1) + (1,) * (y.ndim - 2))
+
+
+def _spatially_contiguous(array):
+    expected = 1
+    strides = element_strides(array)
+    for size, stride in zip(reversed(array.shape[2:]), reversed(strides[2:])):
+        if size > 1 and stride != expected:
+            return False
+        expected *= size
+    return 0 < strides[1] < 2**31 and strides[1] >= expected
+
+
+def choose_engine(geometry, cg, mg):
+    """'direct' for depthwise and few-channel problems, else 'gemm'."""
+    if cg * mg < DIRECT_MAX_CHANNEL_PRODUCT:
+        return "direct"
+    return "gemm"
+
+
+def compute(x, w, b, y, geometry, group, num_threads, engine=None):
+    """Fill ``y`` with ConvTranspose(x, w, b); all arguments already validated.
+
+    ``engine`` forces 'gemm' or 'direct' (used by tests to cover both).
+    """
+    batch, channels = x.shape[:2]
+    out_channels = y.shape[1]
+    if batch == 0 or out_channels == 0:
+        return y
+    cg, mg = channels // group, out_channels // group
+    if cg == 0:
+        fill_with_bias(y, b)
+        return y
+    if b is not None:
+        b = np.ascontiguousarray(b)
+    engine = engine or choose_engine(geometry, cg, mg)
+    if engine == "gemm":
+        _run_gemm(x, w, b, y, geometry, group, num_threads)
+    else:
+        _run_direct(x, w, b, y, geometry, group, num_threads)
+    return y
+
+
+def _run_gemm(x, w, b, y, geometry, group, num_threads):
+    batch, channels = x.shape[:2]
+    cg, mg = channels // group, y.shape[1] // group
+    acc = ACCUMULATION_DTYPE[x.dtype]
+    kind = STORAGE_KIND[x.dtype]
+    plan = gemm_plan(geometry, batch, cg, mg, group)
+    if plan.needs_fill:
+        fill_with_bias(y, b)
+    w_strides = element_strides(w)
+    packed = np.empty(plan.packed_size, dtype=acc)
+    for stack, kernels in enumerate(plan.kernel_index):
+        phase_count, taps = kernels.shape[:2]
+        offsets = np.ascontiguousarray(kernels @ w_strides[2:], dtype=np.intp).reshape(-1)
+        _kernels.pack_weights(
+            w, kind, w_strides, packed, int(plan.stacks[stack, 7]), group, cg, mg,
+            phase_count, taps, offsets,
+        )
+    threads = resolve_threads(num_threads, len(plan.items))
+    workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
+    scratch = np.zeros((threads, geometry.ndim), dtype=np.intp)
+    input_is_tile = x.dtype == acc and _spatially_contiguous(x)
+    with blas_controller().single_threaded():
+        _kernels.run_gemm(
+            x, y, b, kind, element_strides(x), element_strides(y),
+            np.array(geometry.input_shape, dtype=np.intp),
+            np.array(geometry.strides, dtype=np.intp), cg, mg,
+            plan.stacks, plan.stack_axes, plan.tap_offsets, plan.phases, plan.items,
+            packed, workspace, scratch, plan.gather_capacity, input_is_tile, threads,
+        )
+
+
+def _run_direct(x, w, b, y, geometry, group, num_threads):
+    batch, channels = x.shape[:2]
+    out_channels = y.shape[1]
+    acc = ACCUMULATION_DTYPE[x.dtype]
+    plan = direct_plan(geometry, batch, out_channels)
+    threads = resolve_threads(num_threads, plan.rows)
+    workspace = np.empty((threads, plan.row_buffers + geometry.input_shape[-1]), dtype=acc)
+    scratch = np.zeros((threads, 2 * geometry.ndim), dtype=np.intp)
+    _kernels.run_direct(
+        x, w, y, b, STORAGE_KIND[x.dtype],
+        element_strides(x), element_strides(w), element_strides(y),
+        np.array(geometry.input_shape, dtype=np.intp),
+        np.array(geometry.output_shape, dtype=np.intp),
+        np.array(geometry.strides, dtype=np.intp),
+        channels // group, out_channels // group, out_channels,
+        plan.tap_count, plan.tap_kernel, plan.tap_offset, plan.phase_length,
+        workspace, scratch, plan.rows, threads,
+    )
+
+
+def flop_count(x_shape, w_shape):
+    """Floating-point operations (2 per multiply-add) of the textbook ConvTranspose."""
+    batch, channels = x_shape[:2]
+    return 2 * batch * channels * w_shape[1] * math.prod(x_shape[2:]) * math.prod(w_shape[2:])

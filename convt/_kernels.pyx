@@ -1,0 +1,641 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled kernels of convt.
+
+Two engines compute ``y[n, m, o] = b[m] + sum x[n, c, i] w[c, m, k]`` over
+``o = i * stride + k * dilation - pad_begin`` (per axis), both organised by
+stride phase: along an axis, the outputs ``o = r + t * stride`` of one residue
+``r`` receive a fixed set of taps ``k`` reading input ``i = t + offset(k)``,
+an ordinary stride-1 correlation over the un-expanded input.  Every output
+element is therefore written exactly once; there is no col2im scatter-add.
+
+* The GEMM engine stacks the phases whose tap offsets agree up to a shift,
+  gathers input tiles into a per-thread buffer (an im2col of one tile, never
+  of the whole tensor) and multiplies them with pre-packed weights through
+  the BLAS of scipy, single-threaded inside an OpenMP ``prange`` over tiles.
+* The direct engine computes one output row at a time with vectorisable
+  axpy loops into per-phase row buffers; it serves depthwise and few-channel
+  problems, where a GEMM would degenerate.
+
+All array access goes through element strides, so any memory layout of ``x``,
+``w`` and ``y`` is served without copying.  Storage may be float16, float32
+or float64; accumulation is float32 for the first two and float64 for the
+last (the fused type ``acc_t``), with float16 converted tile by tile.
+The work decomposition never depends on the thread count, so results are
+bitwise identical for every ``num_threads``.
+"""
+
+from cython.parallel cimport prange
+from libc.stdint cimport uint16_t
+from libc.string cimport memcpy, memset
+
+cimport numpy as cnp
+from scipy.linalg.cython_blas cimport dgemm, sgemm
+
+cnp.import_array()
+
+cdef extern from "_support.h" nogil:
+    float convt_half_to_float(uint16_t half)
+    uint16_t convt_float_to_half(float value)
+    int convt_thread_num()
+    int convt_max_threads()
+    int CONVT_HAVE_OPENMP
+
+
+ctypedef fused acc_t:
+    float
+    double
+
+
+# Storage kinds of user arrays; the item size of kind k is 2 << k bytes.
+cdef enum:
+    STORAGE_F16 = 0
+    STORAGE_F32 = 1
+    STORAGE_F64 = 2
+
+# Columns of the per-stack table built by convt._plan.
+cdef enum:
+    STACK_TAPS = 0         # taps per phase (J)
+    STACK_PHASES = 1       # phases stacked into one GEMM (P)
+    STACK_POSITIONS = 2    # size of the stack's position grid
+    STACK_TILE = 3         # positions per tile
+    STACK_CHUNK = 4        # input channels per K chunk
+    STACK_OFFSETS = 5      # start of this stack's rows in the tap-offset table
+    STACK_PHASE_ROWS = 6   # start of this stack's rows in the phase table
+    STACK_WEIGHTS = 7      # start of this stack's packed weights (group 0)
+    STACK_GROUP_SIZE = 8   # packed weight elements per group
+    STACK_IDENTITY = 9     # 1 if the gathered tile is the input itself
+    STACK_FIELDS = 10
+
+
+def openmp_enabled():
+    """Whether the kernels were compiled with OpenMP."""
+    return bool(CONVT_HAVE_OPENMP)
+
+
+def max_threads():
+    """Threads an OpenMP region uses by default (1 without OpenMP)."""
+    return convt_max_threads()
+
+
+cdef inline const char* element(const char* base, Py_ssize_t index, int kind) noexcept nogil:
+    return base + index * (2 << kind)
+
+
+cdef inline double load_double(const char* base, Py_ssize_t index, int kind) noexcept nogil:
+    if kind == STORAGE_F16:
+        return convt_half_to_float((<const uint16_t*>base)[index])
+    if kind == STORAGE_F32:
+        return (<const float*>base)[index]
+    return (<const double*>base)[index]
+
+
+cdef inline void load_run(acc_t* dst, const char* src, Py_ssize_t step,
+                          Py_ssize_t count, int kind) noexcept nogil:
+    """dst[i] = src[i * step] converted to the accumulation type."""
+    cdef Py_ssize_t i
+    cdef const uint16_t* halves
+    cdef const float* floats
+    cdef const double* doubles
+    if kind == STORAGE_F16:
+        halves = <const uint16_t*>src
+        for i in range(count):
+            dst[i] = convt_half_to_float(halves[i * step])
+    elif kind == STORAGE_F32:
+        floats = <const float*>src
+        if acc_t is float and step == 1:
+            memcpy(dst, floats, count * sizeof(float))
+        else:
+            for i in range(count):
+                dst[i] = <acc_t>floats[i * step]
+    else:
+        doubles = <const double*>src
+        if acc_t is double and step == 1:
+            memcpy(dst, doubles, count * sizeof(double))
+        else:
+            for i in range(count):
+                dst[i] = <acc_t>doubles[i * step]
+
+
+cdef inline void store_run(char* dst, Py_ssize_t step, const acc_t* src,
+                           Py_ssize_t count, acc_t bias, int kind) noexcept nogil:
+    """dst[i * step] = src[i] + bias, rounded once to the storage type."""
+    cdef Py_ssize_t i
+    cdef uint16_t* halves
+    cdef float* floats
+    cdef double* doubles
+    if kind == STORAGE_F16:
+        halves = <uint16_t*>dst
+        for i in range(count):
+            halves[i * step] = convt_float_to_half(<float>(src[i] + bias))
+    elif kind == STORAGE_F32:
+        floats = <float*>dst
+        if step == 1:
+            for i in range(count):
+                floats[i] = <float>(src[i] + bias)
+        else:
+            for i in range(count):
+                floats[i * step] = <float>(src[i] + bias)
+    else:
+        doubles = <double*>dst
+        if step == 1:
+            for i in range(count):
+                doubles[i] = <double>(src[i] + bias)
+        else:
+            for i in range(count):
+                doubles[i * step] = <double>(src[i] + bias)
+
+
+cdef inline acc_t bias_of(const char* bias, Py_ssize_t channel, int kind,
+                          const acc_t* like) noexcept nogil:
+    if bias == NULL:
+        return 0
+    return <acc_t>load_double(bias, channel, kind)
+
+
+# --------------------------------------------------------------------------
+# GEMM engine
+# --------------------------------------------------------------------------
+
+cdef struct GemmArgs:
+    int ndim
+    int kind
+    const char* x
+    char* y
+    const char* bias
+    const Py_ssize_t* x_strides      # elements: n, c, spatial...
+    const Py_ssize_t* y_strides
+    const Py_ssize_t* in_size        # spatial input sizes
+    const Py_ssize_t* conv_stride
+    Py_ssize_t cg                    # input channels per group
+    Py_ssize_t mg                    # output channels per group
+    const Py_ssize_t* stacks         # [S, STACK_FIELDS]
+    const Py_ssize_t* stack_axes     # [S, ndim, 2]: first position, extent
+    const Py_ssize_t* tap_offsets    # rows of ndim input offsets, one per tap
+    const Py_ssize_t* phases         # rows of ndim (residue, shift, count)
+    const Py_ssize_t* items          # [n_items, 4]: image, group, stack, tile
+    Py_ssize_t gather_capacity       # elements of the gather buffer
+    bint input_is_tile               # x holds acc_t values, spatially C-contiguous
+
+
+cdef inline void gemm_call(int m, int n, int k, acc_t* a, int lda, acc_t* b,
+                           int ldb, acc_t beta, acc_t* c, int ldc) noexcept nogil:
+    """Column-major C = A B + beta C (row-major callers pass operands swapped)."""
+    cdef char no_trans = b'N'
+    cdef acc_t one = 1
+    if acc_t is float:
+        sgemm(&no_trans, &no_trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
+    else:
+        dgemm(&no_trans, &no_trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
+
+
+cdef inline Py_ssize_t decode_row(const GemmArgs* args, const Py_ssize_t* axes,
+                                  Py_ssize_t position, Py_ssize_t* lead) noexcept nogil:
+    """Split a grid position into its row's leading coordinates; return its column."""
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t extent_last = axes[2 * last + 1]
+    cdef Py_ssize_t row = position // extent_last
+    cdef int a
+    for a in range(last - 1, -1, -1):
+        lead[a] = axes[2 * a] + row % axes[2 * a + 1]
+        row = row // axes[2 * a + 1]
+    return position % extent_last
+
+
+cdef void gather_tile(const GemmArgs* args, const Py_ssize_t* info,
+                      const Py_ssize_t* axes, const char* x_image,
+                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t first,
+                      Py_ssize_t width, acc_t* tile, Py_ssize_t* lead) noexcept nogil:
+    """tile[(c, j), p] = x[c, u(p) + offset(j)], zero outside the input."""
+    cdef int ndim = args.ndim
+    cdef int last = ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t taps = info[STACK_TAPS]
+    cdef const Py_ssize_t* offsets = args.tap_offsets + info[STACK_OFFSETS] * ndim
+    cdef Py_ssize_t extent_last = axes[2 * last + 1]
+    cdef Py_ssize_t size_last = args.in_size[last]
+    cdef Py_ssize_t step_last = args.x_strides[2 + last]
+    cdef Py_ssize_t position = first
+    cdef Py_ssize_t end = first + width
+    cdef Py_ssize_t column, run, done, channel, j, index, shift, lo, hi
+    cdef Py_ssize_t x_offset
+    cdef int a
+    cdef bint inside
+    cdef acc_t* dst
+    while position < end:
+        column = decode_row(args, axes, position, lead)
+        run = min(extent_last - column, end - position)
+        done = position - first
+        for channel in range(c_begin, c_end):
+            for j in range(taps):
+                dst = tile + ((channel - c_begin) * taps + j) * width + done
+                x_offset = channel * args.x_strides[1]
+                inside = True
+                for a in range(last):
+                    index = lead[a] + offsets[j * ndim + a]
+                    if index < 0 or index >= args.in_size[a]:
+                        inside = False
+                        break
+                    x_offset = x_offset + index * args.x_strides[2 + a]
+                if not inside:
+                    memset(dst, 0, run * sizeof(acc_t))
+                    continue
+                # input index along the last axis is column' + shift
+                shift = axes[2 * last] + offsets[j * ndim + last]
+                lo = max(column, -shift)
+                hi = min(column + run, size_last - shift)
+                if hi <= lo:
+                    memset(dst, 0, run * sizeof(acc_t))
+                    continue
+                memset(dst, 0, (lo - column) * sizeof(acc_t))
+                load_run(dst + (lo - column),
+                         element(x_image, x_offset + (lo + shift) * step_last, kind),
+                         step_last, hi - lo, kind)
+                memset(dst + (hi - column), 0, (column + run - hi) * sizeof(acc_t))
+        position = position + run
+
+
+cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
+                       const Py_ssize_t* axes, Py_ssize_t image, Py_ssize_t group,
+                       Py_ssize_t first, Py_ssize_t width, const acc_t* product,
+                       Py_ssize_t* lead) noexcept nogil:
+    """Write each stacked phase's rows of the product to its output positions."""
+    cdef int ndim = args.ndim
+    cdef int last = ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t phase_count = info[STACK_PHASES]
+    cdef const Py_ssize_t* phases = args.phases + info[STACK_PHASE_ROWS] * ndim * 3
+    cdef const Py_ssize_t* phase
+    cdef Py_ssize_t extent_last = axes[2 * last + 1]
+    cdef Py_ssize_t y_step_last = args.y_strides[2 + last]
+    cdef Py_ssize_t mg = args.mg
+    cdef Py_ssize_t position = first
+    cdef Py_ssize_t end = first + width
+    cdef Py_ssize_t column, run, done, rho, t, y_offset, to_t, lo, hi, m, channel
+    cdef int a
+    cdef bint inside
+    cdef acc_t bias
+    while position < end:
+        column = decode_row(args, axes, position, lead)
+        run = min(extent_last - column, end - position)
+        done = position - first
+        for rho in range(phase_count):
+            phase = phases + rho * ndim * 3
+            y_offset = image * args.y_strides[0]
+            inside = True
+            for a in range(last):
+                t = lead[a] - phase[3 * a + 1]
+                if t < 0 or t >= phase[3 * a + 2]:
+                    inside = False
+                    break
+                y_offset = y_offset + (phase[3 * a] + t * args.conv_stride[a]) * args.y_strides[2 + a]
+            if not inside:
+                continue
+            # output index along the last axis is t = column' + to_t
+            to_t = axes[2 * last] - phase[3 * last + 1]
+            lo = max(column, -to_t)
+            hi = min(column + run, phase[3 * last + 2] - to_t)
+            if hi <= lo:
+                continue
+            y_offset = y_offset + (phase[3 * last] + (lo + to_t) * args.conv_stride[last]) * y_step_last
+            for m in range(mg):
+                channel = group * mg + m
+                bias = bias_of(args.bias, channel, kind, product)
+                store_run(<char*>element(args.y, y_offset + channel * args.y_strides[1], kind),
+                          args.conv_stride[last] * y_step_last,
+                          product + (rho * mg + m) * width + done + (lo - column),
+                          hi - lo, bias, kind)
+        position = position + run
+
+
+cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
+                    acc_t* workspace, Py_ssize_t* lead) noexcept nogil:
+    """One tile of one stack for one image and group: gather, multiply, scatter."""
+    cdef const Py_ssize_t* work = args.items + 4 * item
+    cdef Py_ssize_t image = work[0]
+    cdef Py_ssize_t group = work[1]
+    cdef const Py_ssize_t* info = args.stacks + work[2] * STACK_FIELDS
+    cdef const Py_ssize_t* axes = args.stack_axes + work[2] * args.ndim * 2
+    cdef Py_ssize_t taps = info[STACK_TAPS]
+    cdef Py_ssize_t first = work[3] * info[STACK_TILE]
+    cdef Py_ssize_t width = min(info[STACK_TILE], info[STACK_POSITIONS] - first)
+    cdef Py_ssize_t rows = info[STACK_PHASES] * args.mg
+    cdef Py_ssize_t depth = args.cg * taps
+    cdef Py_ssize_t chunk = info[STACK_CHUNK]
+    cdef const acc_t* weights = packed + info[STACK_WEIGHTS] + group * info[STACK_GROUP_SIZE]
+    cdef const char* x_image = element(
+        args.x, image * args.x_strides[0] + group * args.cg * args.x_strides[1], args.kind)
+    cdef acc_t* gathered = workspace
+    cdef acc_t* product = workspace + args.gather_capacity
+    cdef acc_t* operand
+    cdef Py_ssize_t c_begin, c_end
+    cdef int ld_operand
+    cdef acc_t beta
+    c_begin = 0
+    while c_begin < args.cg:
+        c_end = min(args.cg, c_begin + chunk)
+        if info[STACK_IDENTITY] and args.input_is_tile:
+            operand = <acc_t*>element(x_image, c_begin * args.x_strides[1], args.kind) + first
+            ld_operand = <int>args.x_strides[1]
+        else:
+            gather_tile(args, info, axes, x_image, c_begin, c_end, first, width, gathered, lead)
+            operand = gathered
+            ld_operand = <int>width
+        beta = 0 if c_begin == 0 else 1
+        gemm_call(<int>width, <int>rows, <int>((c_end - c_begin) * taps),
+                  operand, ld_operand, <acc_t*>weights + c_begin * taps, <int>depth,
+                  beta, product, <int>width)
+        c_begin = c_end
+    scatter_tile(args, info, axes, image, group, first, width, product, lead)
+
+
+cdef void gemm_engine(const GemmArgs* args, const acc_t* packed, Py_ssize_t n_items,
+                      acc_t* workspace, Py_ssize_t workspace_stride,
+                      Py_ssize_t* scratch, int num_threads) noexcept nogil:
+    cdef Py_ssize_t item
+    cdef int thread
+    for item in prange(n_items, num_threads=num_threads, schedule="dynamic"):
+        thread = convt_thread_num()
+        gemm_item(args, packed, item, workspace + thread * workspace_stride,
+                  scratch + thread * args.ndim)
+
+
+cdef inline const Py_ssize_t* intp_data(cnp.ndarray array):
+    return <const Py_ssize_t*>cnp.PyArray_DATA(array)
+
+
+cdef inline const char* optional_data(object array):
+    if array is None:
+        return NULL
+    return <const char*>cnp.PyArray_DATA(<cnp.ndarray>array)
+
+
+def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind,
+             cnp.ndarray x_strides, cnp.ndarray y_strides, cnp.ndarray in_size,
+             cnp.ndarray conv_stride, Py_ssize_t cg, Py_ssize_t mg,
+             cnp.ndarray stacks, cnp.ndarray stack_axes, cnp.ndarray tap_offsets,
+             cnp.ndarray phases, cnp.ndarray items, cnp.ndarray packed,
+             cnp.ndarray workspace, cnp.ndarray scratch,
+             Py_ssize_t gather_capacity, bint input_is_tile, int num_threads):
+    """Run the GEMM engine; arrays come from convt._plan (intp tables, C order).
+
+    ``workspace`` is (threads, per-thread elements) of the accumulation dtype,
+    ``scratch`` is (threads, ndim) intp; ``packed`` holds the packed weights.
+    """
+    cdef GemmArgs args
+    args.ndim = <int>in_size.shape[0]
+    args.kind = kind
+    args.x = <const char*>cnp.PyArray_DATA(x)
+    args.y = <char*>cnp.PyArray_DATA(y)
+    args.bias = optional_data(bias)
+    args.x_strides = intp_data(x_strides)
+    args.y_strides = intp_data(y_strides)
+    args.in_size = intp_data(in_size)
+    args.conv_stride = intp_data(conv_stride)
+    args.cg = cg
+    args.mg = mg
+    args.stacks = intp_data(stacks)
+    args.stack_axes = intp_data(stack_axes)
+    args.tap_offsets = intp_data(tap_offsets)
+    args.phases = intp_data(phases)
+    args.items = intp_data(items)
+    args.gather_capacity = gather_capacity
+    args.input_is_tile = input_is_tile
+    cdef Py_ssize_t n_items = items.shape[0]
+    cdef Py_ssize_t stride = workspace.shape[1]
+    cdef Py_ssize_t* lead = <Py_ssize_t*>cnp.PyArray_DATA(scratch)
+    if packed.dtype.itemsize == 4:
+        with nogil:
+            gemm_engine(&args, <const float*>cnp.PyArray_DATA(packed), n_items,
+                        <float*>cnp.PyArray_DATA(workspace), stride, lead, num_threads)
+    else:
+        with nogil:
+            gemm_engine(&args, <const double*>cnp.PyArray_DATA(packed), n_items,
+                        <double*>cnp.PyArray_DATA(workspace), stride, lead, num_threads)
+
+
+cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides,
+                             acc_t* packed, Py_ssize_t groups, Py_ssize_t cg,
+                             Py_ssize_t mg, Py_ssize_t phase_count, Py_ssize_t taps,
+                             const Py_ssize_t* kernel_offsets) noexcept nogil:
+    """packed[g][(rho, m), (c, j)] = w[g * cg + c, m, k(rho, j)]."""
+    cdef Py_ssize_t g, rho, m, c, j, base
+    cdef acc_t* dst = packed
+    for g in range(groups):
+        for rho in range(phase_count):
+            for m in range(mg):
+                for c in range(cg):
+                    base = (g * cg + c) * w_strides[0] + m * w_strides[1]
+                    for j in range(taps):
+                        dst[0] = <acc_t>load_double(w, base + kernel_offsets[rho * taps + j], kind)
+                        dst += 1
+
+
+def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
+                 Py_ssize_t start, Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
+                 Py_ssize_t phase_count, Py_ssize_t taps, cnp.ndarray kernel_offsets):
+    """Pack the weights of one stack, for every group, at ``packed[start:]``.
+
+    ``kernel_offsets[rho * taps + j]`` is the element offset of tap ``j`` of
+    stacked phase ``rho`` inside one (c, m) kernel of ``w``.
+    """
+    cdef const char* w_data = <const char*>cnp.PyArray_DATA(w)
+    cdef const Py_ssize_t* strides = intp_data(w_strides)
+    cdef const Py_ssize_t* offsets = intp_data(kernel_offsets)
+    if packed.dtype.itemsize == 4:
+        with nogil:
+            pack_weights_typed(w_data, kind, strides, <float*>cnp.PyArray_DATA(packed) + start,
+                               groups, cg, mg, phase_count, taps, offsets)
+    else:
+        with nogil:
+            pack_weights_typed(w_data, kind, strides, <double*>cnp.PyArray_DATA(packed) + start,
+                               groups, cg, mg, phase_count, taps, offsets)
+
+
+# --------------------------------------------------------------------------
+# Direct engine
+# --------------------------------------------------------------------------
+
+cdef struct DirectArgs:
+    int ndim
+    int kind
+    const char* x
+    const char* w
+    char* y
+    const char* bias
+    const Py_ssize_t* x_strides
+    const Py_ssize_t* w_strides
+    const Py_ssize_t* y_strides
+    const Py_ssize_t* in_size
+    const Py_ssize_t* out_size
+    const Py_ssize_t* conv_stride
+    Py_ssize_t cg
+    Py_ssize_t mg
+    Py_ssize_t m_total
+    const Py_ssize_t* tap_count      # [ndim, max_stride]
+    const Py_ssize_t* tap_kernel     # [ndim, max_stride, max_taps]
+    const Py_ssize_t* tap_offset     # [ndim, max_stride, max_taps]
+    Py_ssize_t max_stride
+    Py_ssize_t max_taps
+    Py_ssize_t phase_length          # row buffer length of one last-axis phase
+
+
+cdef void accumulate_source(const DirectArgs* args, const acc_t* x_row,
+                            const char* w_row, acc_t* rows) noexcept nogil:
+    """rows[phase][t] += w[k] * x_row[t + offset(k)] for every last-axis tap."""
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t stride = args.conv_stride[last]
+    cdef Py_ssize_t out_size = args.out_size[last]
+    cdef Py_ssize_t in_size = args.in_size[last]
+    cdef Py_ssize_t table = last * args.max_stride
+    cdef Py_ssize_t residue, j, k, offset, count, t, lo, hi
+    cdef acc_t weight
+    cdef acc_t* dst
+    cdef const acc_t* src
+    for residue in range(min(stride, out_size)):
+        count = (out_size - residue + stride - 1) // stride
+        dst = rows + residue * args.phase_length
+        for j in range(args.tap_count[table + residue]):
+            k = args.tap_kernel[(table + residue) * args.max_taps + j]
+            offset = args.tap_offset[(table + residue) * args.max_taps + j]
+            weight = <acc_t>load_double(w_row, k * args.w_strides[2 + last], args.kind)
+            lo = max(0, -offset)
+            hi = min(count, in_size - offset)
+            src = x_row + offset
+            for t in range(lo, hi):
+                dst[t] = dst[t] + weight * src[t]
+
+
+cdef void direct_row(const DirectArgs* args, Py_ssize_t row, acc_t* rows,
+                     acc_t* x_buffer, Py_ssize_t* scratch) noexcept nogil:
+    """Compute one output row y[n, m, o_0, ..., o_{last-1}, :]."""
+    cdef int ndim = args.ndim
+    cdef int last = ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t* out_index = scratch
+    cdef Py_ssize_t* tap = scratch + ndim
+    cdef Py_ssize_t remaining = row
+    cdef Py_ssize_t image, m, group, m_local, c, channel, x_offset, w_offset, y_offset
+    cdef Py_ssize_t residue, index, entry, t, count
+    cdef int a
+    cdef bint skip, more
+    cdef const acc_t* x_row
+    cdef acc_t bias
+    for a in range(last - 1, -1, -1):
+        out_index[a] = remaining % args.out_size[a]
+        remaining = remaining // args.out_size[a]
+    m = remaining % args.m_total
+    image = remaining // args.m_total
+    group = m // args.mg
+    m_local = m - group * args.mg
+    memset(rows, 0, min(args.conv_stride[last], args.out_size[last]) * args.phase_length
+           * sizeof(acc_t))
+    skip = False
+    for a in range(last):
+        residue = out_index[a] % args.conv_stride[a]
+        if args.tap_count[a * args.max_stride + residue] == 0:
+            skip = True
+        tap[a] = 0
+    for c in range(args.cg if not skip else 0):
+        channel = group * args.cg + c
+        more = True
+        while more:
+            # one combination of leading-axis taps
+            x_offset = image * args.x_strides[0] + channel * args.x_strides[1]
+            w_offset = channel * args.w_strides[0] + m_local * args.w_strides[1]
+            skip = False
+            for a in range(last):
+                residue = out_index[a] % args.conv_stride[a]
+                entry = (a * args.max_stride + residue) * args.max_taps + tap[a]
+                index = out_index[a] // args.conv_stride[a] + args.tap_offset[entry]
+                if index < 0 or index >= args.in_size[a]:
+                    skip = True
+                    break
+                x_offset = x_offset + index * args.x_strides[2 + a]
+                w_offset = w_offset + args.tap_kernel[entry] * args.w_strides[2 + a]
+            if not skip:
+                if (acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64) \
+                        and args.x_strides[2 + last] == 1:
+                    x_row = <const acc_t*>element(args.x, x_offset, kind)
+                else:
+                    load_run(x_buffer, element(args.x, x_offset, kind),
+                             args.x_strides[2 + last], args.in_size[last], kind)
+                    x_row = x_buffer
+                accumulate_source(args, x_row, element(args.w, w_offset, kind), rows)
+            # advance the odometer over leading taps
+            more = False
+            for a in range(last - 1, -1, -1):
+                residue = out_index[a] % args.conv_stride[a]
+                tap[a] = tap[a] + 1
+                if tap[a] < args.tap_count[a * args.max_stride + residue]:
+                    more = True
+                    break
+                tap[a] = 0
+    y_offset = image * args.y_strides[0] + m * args.y_strides[1]
+    for a in range(last):
+        y_offset = y_offset + out_index[a] * args.y_strides[2 + a]
+    bias = bias_of(args.bias, m, kind, rows)
+    for residue in range(min(args.conv_stride[last], args.out_size[last])):
+        count = (args.out_size[last] - residue + args.conv_stride[last] - 1) // args.conv_stride[last]
+        store_run(<char*>element(args.y, y_offset + residue * args.y_strides[2 + last], kind),
+                  args.conv_stride[last] * args.y_strides[2 + last],
+                  rows + residue * args.phase_length, count, bias, kind)
+
+
+cdef void direct_engine(const DirectArgs* args, Py_ssize_t n_rows, acc_t* workspace,
+                        Py_ssize_t workspace_stride, Py_ssize_t* scratch,
+                        int num_threads) noexcept nogil:
+    cdef Py_ssize_t row
+    cdef int thread
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t row_buffers = min(args.conv_stride[last], args.out_size[last]) * args.phase_length
+    for row in prange(n_rows, num_threads=num_threads, schedule="static"):
+        thread = convt_thread_num()
+        direct_row(args, row, workspace + thread * workspace_stride,
+                   workspace + thread * workspace_stride + row_buffers,
+                   scratch + thread * 2 * args.ndim)
+
+
+def run_direct(cnp.ndarray x, cnp.ndarray w, cnp.ndarray y, object bias, int kind,
+               cnp.ndarray x_strides, cnp.ndarray w_strides, cnp.ndarray y_strides,
+               cnp.ndarray in_size, cnp.ndarray out_size, cnp.ndarray conv_stride,
+               Py_ssize_t cg, Py_ssize_t mg, Py_ssize_t m_total,
+               cnp.ndarray tap_count, cnp.ndarray tap_kernel, cnp.ndarray tap_offset,
+               Py_ssize_t phase_length, cnp.ndarray workspace, cnp.ndarray scratch,
+               Py_ssize_t n_rows, int num_threads):
+    """Run the direct engine over ``n_rows`` output rows (tables from convt._plan).
+
+    ``workspace`` is (threads, stride * phase_length + in_size[-1]) of the
+    accumulation dtype; ``scratch`` is (threads, 2 * ndim) intp.
+    """
+    cdef DirectArgs args
+    args.ndim = <int>in_size.shape[0]
+    args.kind = kind
+    args.x = <const char*>cnp.PyArray_DATA(x)
+    args.w = <const char*>cnp.PyArray_DATA(w)
+    args.y = <char*>cnp.PyArray_DATA(y)
+    args.bias = optional_data(bias)
+    args.x_strides = intp_data(x_strides)
+    args.w_strides = intp_data(w_strides)
+    args.y_strides = intp_data(y_strides)
+    args.in_size = intp_data(in_size)
+    args.out_size = intp_data(out_size)
+    args.conv_stride = intp_data(conv_stride)
+    args.cg = cg
+    args.mg = mg
+    args.m_total = m_total
+    args.tap_count = intp_data(tap_count)
+    args.tap_kernel = intp_data(tap_kernel)
+    args.tap_offset = intp_data(tap_offset)
+    args.max_stride = tap_count.shape[1]
+    args.max_taps = tap_kernel.shape[2]
+    args.phase_length = phase_length
+    cdef Py_ssize_t stride = workspace.shape[1]
+    cdef Py_ssize_t* lead = <Py_ssize_t*>cnp.PyArray_DATA(scratch)
+    if workspace.dtype.itemsize == 4:
+        with nogil:
+            direct_engine(&args, n_rows, <float*>cnp.PyArray_DATA(workspace), stride,
+                          lead, num_threads)
+    else:
+        with nogil:
+            direct_engine(&args, n_rows, <double*>cnp.PyArray_DATA(workspace), stride,
+                          lead, num_threads)
