@@ -6,6 +6,7 @@ warning: a missing OpenMP must never fail an install.
 """
 
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -87,6 +88,25 @@ class BuildExtWithOpenMP(build_ext):
             extension.extra_compile_args = optimise + compile_args + extension.extra_compile_args
             extension.extra_link_args = link_args + extension.extra_link_args
         super().build_extensions()
+        self._copy_into_source_tree()
+
+    def _copy_into_source_tree(self):
+        """Also place built extensions next to their sources.
+
+        `python -m convt demo` run from the repository root imports ./convt
+        before the installed copy; with the extension beside the sources, the
+        README's `pip install . && python -m convt demo` works from there too.
+        """
+        if self.inplace:
+            return
+        build_py = self.get_finalized_command("build_py")
+        for extension in self.extensions:
+            built = self.get_ext_fullpath(extension.name)
+            package = ".".join(extension.name.split(".")[:-1])
+            target_dir = build_py.get_package_dir(package)
+            target = os.path.join(target_dir, os.path.basename(built))
+            if os.path.isdir(target_dir) and os.path.exists(built):
+                shutil.copyfile(built, target)
 
 
 extensions = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from . import _arrays, _engine, _geometry, _validation
+from . import _arrays, _geometry, _validation
 
 
 class ConvTranspose:
@@ -254,6 +254,8 @@ class ConvTranspose:
         array([[[0., 1., 3., 3., 2.],
                 [0., 1., 3., 3., 2.]]])
         """
+        from . import _engine  # compiled kernels load on first use: a quick `import convt`
+
         attributes, x, w, b, geometry = self._prepare(x, w, b)
         shape = (x.shape[0], w.shape[1] * attributes.group) + geometry.output_shape
         y = _arrays.prepare_output(out, shape, x.dtype, {"x": x, "w": w, "b": b})

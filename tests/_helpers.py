@@ -1,0 +1,61 @@
+"""Helpers shared by the tests: error bounds and forced engines."""
+
+import numpy as np
+
+from convt import ConvTranspose, _engine
+from convt._reference import reference_conv_transpose
+
+ENGINES = ("gemm", "direct")
+DTYPES = (np.float16, np.float32, np.float64)
+
+# Unit roundoff of the accumulation type of each storage dtype.
+ACCUMULATION_EPS = {
+    np.dtype(np.float16): 2.0**-24,
+    np.dtype(np.float32): 2.0**-24,
+    np.dtype(np.float64): 2.0**-53,
+}
+
+
+def run_engine(engine, x, w, b=None, num_threads=None, **params):
+    """ConvTranspose(**params) on x, w, b through one forced engine."""
+    layer = ConvTranspose(**params)
+    attributes, x, w, b, geometry = layer._prepare(x, w, b)
+    shape = layer.output_shape_for(x.shape, w.shape)
+    y = np.empty(shape, dtype=x.dtype)
+    return _engine.compute(x, w, b, y, geometry, attributes.group, num_threads, engine=engine)
+
+
+def error_bound(x, w, b, params):
+    """Per-element bound on |computed - exact| for a sum of products in the accumulation type.
+
+    With n terms per output, summation in precision u errs by at most
+    (n + 1) u sum|terms| (plus the bias addition); float16 outputs add one
+    final rounding of half a half-precision ulp (and half the smallest
+    subnormal).
+    """
+    dtype = np.asarray(x).dtype
+    eps = ACCUMULATION_EPS[dtype]
+    magnitude = reference_conv_transpose(
+        np.abs(np.asarray(x, np.float64)), np.abs(np.asarray(w, np.float64)),
+        None if b is None else np.abs(np.asarray(b, np.float64)), **params)
+    group = params.get("group", 1)
+    terms = np.asarray(x).shape[1] // group * int(np.prod(np.asarray(w).shape[2:])) + 2
+    bound = terms * eps * magnitude
+    if dtype == np.float16:
+        exact = np.abs(reference_conv_transpose(x, w, b, **params))
+        bound = bound + 2.0**-11 * (exact + bound) + 2.0**-25
+    return bound
+
+
+def assert_matches_reference(y, x, w, b=None, **params):
+    """y equals the float64 reference within the rounding bound of its dtype."""
+    expected = reference_conv_transpose(x, w, b, **params)
+    assert y.shape == expected.shape
+    assert y.dtype == np.asarray(x).dtype
+    error = np.abs(y.astype(np.float64) - expected)
+    bound = error_bound(x, w, b, params)
+    worst = np.unravel_index(np.argmax(error - bound), error.shape) if error.size else None
+    assert np.all(error <= bound), (
+        f"error {error[worst]} > bound {bound[worst]} at {worst} "
+        f"(got {y[worst]}, expected {expected[worst]})"
+    )

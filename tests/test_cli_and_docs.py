@@ -1,0 +1,43 @@
+"""The command line (python -m convt) and every docstring example."""
+
+import doctest
+import subprocess
+import sys
+
+import pytest
+
+import convt
+from convt import _estimator
+
+
+def _run(*arguments):
+    return subprocess.run([sys.executable, "-m", "convt", *arguments], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_demo_reports_shapes_time_and_error():
+    result = _run("demo")
+    assert result.returncode == 0, result.stderr
+    assert "(1, 1, 512, 512)" in result.stdout and "(1, 1, 1024, 1024)" in result.stdout
+    assert " ms " in result.stdout
+    error = float(result.stdout.rsplit(":", 1)[1])
+    assert error < 1e-5
+
+
+def test_info_reports_version_dtypes_openmp_and_blas():
+    result = _run("info")
+    assert result.returncode == 0, result.stderr
+    assert f"convt {convt.__version__}" in result.stdout
+    assert "float16, float32, float64" in result.stdout
+    assert "OpenMP:" in result.stdout and "BLAS:" in result.stdout
+
+
+def test_unknown_command_is_a_usage_error():
+    result = _run("nonsense")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+@pytest.mark.parametrize("module", [convt, _estimator], ids=lambda m: m.__name__)
+def test_docstring_examples(module):
+    failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried > 0 and failures == 0

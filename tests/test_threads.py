@@ -1,0 +1,58 @@
+"""Results are bitwise identical for every num_threads; BLAS threads are restored."""
+
+import numpy as np
+import pytest
+
+from _helpers import DTYPES, ENGINES, run_engine
+from convt import ConvTranspose, _blas, _kernels
+
+CASES = {
+    "2d_k4s2": dict(x=(2, 32, 20, 24), w=(32, 16, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+    "3d_k3s2_grouped": dict(x=(1, 16, 9, 8, 10), w=(16, 4, 3, 3, 3), strides=(2, 2, 2), group=2,
+                            output_padding=(1, 1, 0)),
+    "1d_long": dict(x=(1, 24, 700), w=(24, 8, 16), strides=(8,), pads=(4, 4)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bitwise_identical_across_thread_counts(name, engine, dtype, small_tiles):
+    # small_tiles: hundreds of GEMM work items, so threads really share the work.
+    spec = dict(CASES[name])
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(spec.pop("x")).astype(dtype)
+    w = rng.standard_normal(spec.pop("w")).astype(dtype)
+    b = rng.standard_normal(w.shape[1] * spec.get("group", 1)).astype(dtype)
+    results = [run_engine(engine, x, w, b, num_threads=n, **spec) for n in (1, 2, 3, 7)]
+    for other in results[1:]:
+        assert np.array_equal(results[0].view(np.uint8), other.view(np.uint8))
+
+
+def test_default_threads_follow_openmp():
+    assert _kernels.max_threads() >= 1
+    if not _kernels.openmp_enabled():
+        assert _kernels.max_threads() == 1
+
+
+def test_blas_threads_are_restored_after_a_call():
+    blas = _blas.controller()
+    if blas.vendor is None:
+        pytest.skip("no controllable BLAS found")
+    before = blas.num_threads()
+    x = np.ones((1, 64, 16, 16), np.float32)
+    w = np.ones((64, 64, 2, 2), np.float32)
+    ConvTranspose(strides=(2, 2)).apply(x, w)
+    assert blas.num_threads() == before
+
+
+def test_single_threaded_guard_is_reentrant():
+    blas = _blas.controller()
+    if blas.vendor is None:
+        pytest.skip("no controllable BLAS found")
+    before = blas.num_threads()
+    with blas.single_threaded():
+        with blas.single_threaded():
+            assert blas.num_threads() == 1
+        assert blas.num_threads() == 1
+    assert blas.num_threads() == before
