@@ -9,7 +9,7 @@ import numpy as np
 from . import _kernels
 from ._arrays import ACCUMULATION_DTYPE, STORAGE_KIND, element_strides
 from ._blas import controller as blas_controller
-from ._plan import direct_plan, gemm_plan
+from ._plan import STACK_ROW_BLOCK, STACK_ROWS, STACK_WEIGHTS, direct_plan, gemm_plan
 
 # Upper bound on OpenMP threads: more would only add workspace, never speed.
 MAX_THREADS = 256
@@ -50,10 +50,17 @@ def choose_engine(geometry, cg, mg):
     return "gemm"
 
 
-def compute(x, w, b, y, geometry, group, num_threads, engine=None):
+def default_backend():
+    """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS."""
+    available = _kernels.available_backends()
+    return "avx2" if "avx2" in available else "blas"
+
+
+def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None):
     """Fill ``y`` with ConvTranspose(x, w, b); all arguments already validated.
 
-    ``engine`` forces 'gemm' or 'direct' (used by tests to cover both).
+    ``engine`` forces 'gemm' or 'direct' and ``backend`` a GEMM backend
+    ('avx2', 'portable', 'blas'); tests use them to cover every path.
     """
     batch, channels = x.shape[:2]
     out_channels = y.shape[1]
@@ -67,36 +74,39 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None):
         b = np.ascontiguousarray(b)
     engine = engine or choose_engine(geometry, cg, mg)
     if engine == "gemm":
-        _run_gemm(x, w, b, y, geometry, group, num_threads)
+        _run_gemm(x, w, b, y, geometry, group, num_threads, backend or default_backend())
     else:
         _run_direct(x, w, b, y, geometry, group, num_threads)
     return y
 
 
-def _run_gemm(x, w, b, y, geometry, group, num_threads):
+def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
     batch, channels = x.shape[:2]
     cg, mg = channels // group, y.shape[1] // group
     acc = ACCUMULATION_DTYPE[x.dtype]
     kind = STORAGE_KIND[x.dtype]
-    plan = gemm_plan(geometry, batch, cg, mg, group)
+    backend_id, row_block, panel = _kernels.backend_shape(backend, acc == np.float64)
+    plan = gemm_plan(geometry, batch, cg, mg, group, row_block, panel)
     if plan.needs_fill:
         fill_with_bias(y, b)
+    threads = resolve_threads(num_threads, len(plan.items))
     w_strides = element_strides(w)
     packed = np.empty(plan.packed_size, dtype=acc)
     for stack, kernels in enumerate(plan.kernel_index):
         phase_count, taps = kernels.shape[:2]
         offsets = np.ascontiguousarray(kernels @ w_strides[2:], dtype=np.intp).reshape(-1)
+        info = plan.stacks[stack]
         _kernels.pack_weights(
-            w, kind, w_strides, packed, int(plan.stacks[stack, 7]), group, cg, mg,
-            phase_count, taps, offsets,
+            w, kind, w_strides, packed, int(info[STACK_WEIGHTS]), group, cg, mg,
+            phase_count, taps, offsets, int(info[STACK_ROW_BLOCK]), int(info[STACK_ROWS]),
+            threads,
         )
-    threads = resolve_threads(num_threads, len(plan.items))
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
     scratch = np.zeros((threads, geometry.ndim), dtype=np.intp)
     input_is_tile = x.dtype == acc and _spatially_contiguous(x)
     with blas_controller().single_threaded():
         _kernels.run_gemm(
-            x, y, b, kind, element_strides(x), element_strides(y),
+            x, y, b, kind, backend_id, element_strides(x), element_strides(y),
             np.array(geometry.input_shape, dtype=np.intp),
             np.array(geometry.strides, dtype=np.intp), cg, mg,
             plan.stacks, plan.stack_axes, plan.tap_offsets, plan.phases, plan.items,

@@ -33,6 +33,21 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 cnp.import_array()
 
+cdef extern from "_microkernels.h" nogil:
+    ctypedef void (*convt_kernel_f32)(Py_ssize_t, const float*, const float*, float*,
+                                      Py_ssize_t, int)
+    ctypedef void (*convt_kernel_f64)(Py_ssize_t, const double*, const double*, double*,
+                                      Py_ssize_t, int)
+    int CONVT_MR
+    int CONVT_BACKEND_BLAS
+    int CONVT_BACKEND_PORTABLE
+    int CONVT_BACKEND_AVX2
+    int CONVT_BACKEND_COUNT
+    int convt_backend_available(int backend)
+    Py_ssize_t convt_backend_nr(int backend, int is_double)
+    convt_kernel_f32 convt_backend_f32(int backend)
+    convt_kernel_f64 convt_backend_f64(int backend)
+
 cdef extern from "_support.h" nogil:
     float convt_half_to_float(uint16_t half)
     uint16_t convt_float_to_half(float value)
@@ -64,7 +79,10 @@ cdef enum:
     STACK_WEIGHTS = 7      # start of this stack's packed weights (group 0)
     STACK_GROUP_SIZE = 8   # packed weight elements per group
     STACK_IDENTITY = 9     # 1 if the gathered tile is the input itself
-    STACK_FIELDS = 10
+    STACK_ROWS = 10        # rows padded to a whole number of row blocks
+    STACK_ROW_BLOCK = 11   # rows per micro-kernel block (all rows for BLAS)
+    STACK_PANEL = 12       # positions per gathered panel (the tile for BLAS)
+    STACK_FIELDS = 13
 
 
 def openmp_enabled():
@@ -159,6 +177,9 @@ cdef inline acc_t bias_of(const char* bias, Py_ssize_t channel, int kind,
 cdef struct GemmArgs:
     int ndim
     int kind
+    int backend                      # CONVT_BACKEND_*
+    convt_kernel_f32 kernel_f32      # micro-kernels (NULL for BLAS)
+    convt_kernel_f64 kernel_f64
     const char* x
     char* y
     const char* bias
@@ -177,15 +198,16 @@ cdef struct GemmArgs:
     bint input_is_tile               # x holds acc_t values, spatially C-contiguous
 
 
-cdef inline void gemm_call(int m, int n, int k, acc_t* a, int lda, acc_t* b,
+cdef inline void blas_gemm(int m, int n, int k, acc_t* a, int lda, acc_t* b,
                            int ldb, acc_t beta, acc_t* c, int ldc) noexcept nogil:
-    """Column-major C = A B + beta C (row-major callers pass operands swapped)."""
+    """Column-major C = A B^T + beta C (row-major callers pass operands swapped)."""
     cdef char no_trans = b'N'
+    cdef char trans = b'T'
     cdef acc_t one = 1
     if acc_t is float:
-        sgemm(&no_trans, &no_trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
+        sgemm(&no_trans, &trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
     else:
-        dgemm(&no_trans, &no_trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
+        dgemm(&no_trans, &trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
 
 
 cdef inline Py_ssize_t decode_row(const GemmArgs* args, const Py_ssize_t* axes,
@@ -201,63 +223,110 @@ cdef inline Py_ssize_t decode_row(const GemmArgs* args, const Py_ssize_t* axes,
     return position % extent_last
 
 
-cdef void gather_tile(const GemmArgs* args, const Py_ssize_t* info,
-                      const Py_ssize_t* axes, const char* x_image,
-                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t first,
-                      Py_ssize_t width, acc_t* tile, Py_ssize_t* lead) noexcept nogil:
-    """tile[(c, j), p] = x[c, u(p) + offset(j)], zero outside the input."""
+cdef inline void fill_piece(acc_t* dst, Py_ssize_t count, Py_ssize_t valid_begin,
+                            Py_ssize_t valid_end, const char* src, Py_ssize_t step,
+                            int kind) noexcept nogil:
+    """dst[i] = src[(i - valid_begin) * step] for i in [valid_begin, valid_end), else 0.
+
+    Pieces are at most one panel long, so plain loops beat memset/memcpy calls.
+    """
+    cdef Py_ssize_t i
+    for i in range(valid_begin):
+        dst[i] = 0
+    if valid_end > valid_begin:
+        if (acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64) \
+                and step == 1:
+            copy_contiguous(dst + valid_begin, <const acc_t*>src, valid_end - valid_begin)
+        else:
+            load_run(dst + valid_begin, src, step, valid_end - valid_begin, kind)
+    for i in range(max(valid_begin, valid_end), count):
+        dst[i] = 0
+
+
+cdef inline void copy_contiguous(acc_t* dst, const acc_t* src, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(count):
+        dst[i] = src[i]
+
+
+cdef void gather_row(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
+                     const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                     const Py_ssize_t* lead, Py_ssize_t column, Py_ssize_t run,
+                     Py_ssize_t done, acc_t* tile, Py_ssize_t depth) noexcept nogil:
+    """Gather ``run`` positions of one grid row (tile positions ``done``...) for every (c, tap)."""
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
     cdef int kind = args.kind
     cdef Py_ssize_t taps = info[STACK_TAPS]
+    cdef Py_ssize_t panel = info[STACK_PANEL]
     cdef const Py_ssize_t* offsets = args.tap_offsets + info[STACK_OFFSETS] * ndim
-    cdef Py_ssize_t extent_last = axes[2 * last + 1]
     cdef Py_ssize_t size_last = args.in_size[last]
     cdef Py_ssize_t step_last = args.x_strides[2 + last]
+    cdef Py_ssize_t channel, j, index, shift, lo, hi, x_offset, row, q, lane, piece, a_lo, a_hi
+    cdef int a
+    cdef const char* src
+    for channel in range(c_begin, c_end):
+        for j in range(taps):
+            row = (channel - c_begin) * taps + j
+            x_offset = channel * args.x_strides[1]
+            lo = hi = 0  # valid positions [lo, hi) of this run
+            for a in range(last):
+                index = lead[a] + offsets[j * ndim + a]
+                if index < 0 or index >= args.in_size[a]:
+                    break
+                x_offset = x_offset + index * args.x_strides[2 + a]
+            else:
+                # input index along the last axis is column + q + shift
+                shift = axes[2 * last] + offsets[j * ndim + last]
+                lo = min(max(0, -shift - column), run)
+                hi = max(lo, min(run, size_last - shift - column))
+            src = element(x_image, x_offset + (column + lo + shift) * step_last, kind) \
+                if hi > lo else x_image
+            q = 0
+            while q < run:
+                lane = (done + q) % panel
+                piece = min(run - q, panel - lane)
+                a_lo = min(max(lo - q, 0), piece)
+                a_hi = min(max(hi - q, a_lo), piece)
+                fill_piece(tile + (done + q - lane) * depth + row * panel + lane, piece,
+                           a_lo, a_hi, element(src, (q + a_lo - lo) * step_last, kind)
+                           if a_hi > a_lo else src, step_last, kind)
+                q = q + piece
+
+
+cdef void gather_tile(const GemmArgs* args, const Py_ssize_t* info,
+                      const Py_ssize_t* axes, const char* x_image,
+                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t first,
+                      Py_ssize_t width, acc_t* tile, Py_ssize_t* lead) noexcept nogil:
+    """tile = x[c, u(p) + offset(j)] in panels [p // NR][(c, j)][p % NR], zero outside x.
+
+    Panels are NR positions wide (one panel of the tile for BLAS); positions
+    past ``width`` in the last panel are zeroed so every kernel reads defined values.
+    """
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t panel = info[STACK_PANEL]
+    cdef Py_ssize_t depth = (c_end - c_begin) * info[STACK_TAPS]
+    cdef Py_ssize_t extent_last = axes[2 * last + 1]
     cdef Py_ssize_t position = first
     cdef Py_ssize_t end = first + width
-    cdef Py_ssize_t column, run, done, channel, j, index, shift, lo, hi
-    cdef Py_ssize_t x_offset
-    cdef int a
-    cdef bint inside
-    cdef acc_t* dst
+    cdef Py_ssize_t column, run, lane, k, padded
     while position < end:
         column = decode_row(args, axes, position, lead)
         run = min(extent_last - column, end - position)
-        done = position - first
-        for channel in range(c_begin, c_end):
-            for j in range(taps):
-                dst = tile + ((channel - c_begin) * taps + j) * width + done
-                x_offset = channel * args.x_strides[1]
-                inside = True
-                for a in range(last):
-                    index = lead[a] + offsets[j * ndim + a]
-                    if index < 0 or index >= args.in_size[a]:
-                        inside = False
-                        break
-                    x_offset = x_offset + index * args.x_strides[2 + a]
-                if not inside:
-                    memset(dst, 0, run * sizeof(acc_t))
-                    continue
-                # input index along the last axis is column' + shift
-                shift = axes[2 * last] + offsets[j * ndim + last]
-                lo = max(column, -shift)
-                hi = min(column + run, size_last - shift)
-                if hi <= lo:
-                    memset(dst, 0, run * sizeof(acc_t))
-                    continue
-                memset(dst, 0, (lo - column) * sizeof(acc_t))
-                load_run(dst + (lo - column),
-                         element(x_image, x_offset + (lo + shift) * step_last, kind),
-                         step_last, hi - lo, kind)
-                memset(dst + (hi - column), 0, (column + run - hi) * sizeof(acc_t))
+        gather_row(args, info, axes, x_image, c_begin, c_end, lead, column, run,
+                   position - first, tile, depth)
         position = position + run
+    lane = width % panel
+    if lane:
+        padded = (width - lane) * depth
+        for k in range(depth):
+            memset(tile + padded + k * panel + lane, 0, (panel - lane) * sizeof(acc_t))
 
 
 cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
                        const Py_ssize_t* axes, Py_ssize_t image, Py_ssize_t group,
                        Py_ssize_t first, Py_ssize_t width, const acc_t* product,
-                       Py_ssize_t* lead) noexcept nogil:
+                       Py_ssize_t product_stride, Py_ssize_t* lead) noexcept nogil:
     """Write each stacked phase's rows of the product to its output positions."""
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
@@ -302,9 +371,39 @@ cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
                 bias = bias_of(args.bias, channel, kind, product)
                 store_run(<char*>element(args.y, y_offset + channel * args.y_strides[1], kind),
                           args.conv_stride[last] * y_step_last,
-                          product + (rho * mg + m) * width + done + (lo - column),
+                          product + (rho * mg + m) * product_stride + done + (lo - column),
                           hi - lo, bias, kind)
         position = position + run
+
+
+cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
+                        Py_ssize_t depth, Py_ssize_t k_begin, Py_ssize_t k_depth,
+                        acc_t* operand, Py_ssize_t ld_operand, Py_ssize_t width,
+                        acc_t* product, Py_ssize_t product_stride, bint accumulate) noexcept nogil:
+    """product[rows, width] (+)= weights[rows, k_begin:k_begin + k_depth] @ operand."""
+    cdef Py_ssize_t block = info[STACK_ROW_BLOCK]
+    cdef Py_ssize_t panel = info[STACK_PANEL]
+    cdef Py_ssize_t row_blocks = info[STACK_ROWS] // block
+    cdef Py_ssize_t panels = (width + panel - 1) // panel
+    cdef Py_ssize_t rb, p
+    cdef const acc_t* a_block
+    if args.backend == CONVT_BACKEND_BLAS:
+        # weights are one (rows x depth) column-major block, operand (width x k) col-major
+        blas_gemm(<int>width, <int>block, <int>k_depth, operand, <int>ld_operand,
+                  <acc_t*>weights + k_begin * block, <int>block,
+                  1 if accumulate else 0, product, <int>product_stride)
+        return
+    for rb in range(row_blocks):
+        a_block = weights + (rb * depth + k_begin) * block
+        for p in range(panels):
+            if acc_t is float:
+                args.kernel_f32(k_depth, a_block, operand + p * k_depth * panel,
+                                product + rb * block * product_stride + p * panel,
+                                product_stride, accumulate)
+            else:
+                args.kernel_f64(k_depth, a_block, operand + p * k_depth * panel,
+                                product + rb * block * product_stride + p * panel,
+                                product_stride, accumulate)
 
 
 cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
@@ -316,9 +415,10 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
     cdef const Py_ssize_t* info = args.stacks + work[2] * STACK_FIELDS
     cdef const Py_ssize_t* axes = args.stack_axes + work[2] * args.ndim * 2
     cdef Py_ssize_t taps = info[STACK_TAPS]
+    cdef Py_ssize_t panel = info[STACK_PANEL]
     cdef Py_ssize_t first = work[3] * info[STACK_TILE]
     cdef Py_ssize_t width = min(info[STACK_TILE], info[STACK_POSITIONS] - first)
-    cdef Py_ssize_t rows = info[STACK_PHASES] * args.mg
+    cdef Py_ssize_t product_stride = (width + panel - 1) // panel * panel
     cdef Py_ssize_t depth = args.cg * taps
     cdef Py_ssize_t chunk = info[STACK_CHUNK]
     cdef const acc_t* weights = packed + info[STACK_WEIGHTS] + group * info[STACK_GROUP_SIZE]
@@ -327,25 +427,21 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
     cdef acc_t* gathered = workspace
     cdef acc_t* product = workspace + args.gather_capacity
     cdef acc_t* operand
-    cdef Py_ssize_t c_begin, c_end
-    cdef int ld_operand
-    cdef acc_t beta
+    cdef Py_ssize_t c_begin, c_end, ld_operand
     c_begin = 0
     while c_begin < args.cg:
         c_end = min(args.cg, c_begin + chunk)
-        if info[STACK_IDENTITY] and args.input_is_tile:
+        if info[STACK_IDENTITY] and args.input_is_tile and args.backend == CONVT_BACKEND_BLAS:
             operand = <acc_t*>element(x_image, c_begin * args.x_strides[1], args.kind) + first
-            ld_operand = <int>args.x_strides[1]
+            ld_operand = args.x_strides[1]
         else:
             gather_tile(args, info, axes, x_image, c_begin, c_end, first, width, gathered, lead)
             operand = gathered
-            ld_operand = <int>width
-        beta = 0 if c_begin == 0 else 1
-        gemm_call(<int>width, <int>rows, <int>((c_end - c_begin) * taps),
-                  operand, ld_operand, <acc_t*>weights + c_begin * taps, <int>depth,
-                  beta, product, <int>width)
+            ld_operand = panel
+        multiply_tile(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
+                      operand, ld_operand, width, product, product_stride, c_begin > 0)
         c_begin = c_end
-    scatter_tile(args, info, axes, image, group, first, width, product, lead)
+    scatter_tile(args, info, axes, image, group, first, width, product, product_stride, lead)
 
 
 cdef void gemm_engine(const GemmArgs* args, const acc_t* packed, Py_ssize_t n_items,
@@ -369,7 +465,26 @@ cdef inline const char* optional_data(object array):
     return <const char*>cnp.PyArray_DATA(<cnp.ndarray>array)
 
 
-def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind,
+def available_backends():
+    """Names of the GEMM backends this machine can run, best last."""
+    names = {CONVT_BACKEND_BLAS: "blas", CONVT_BACKEND_PORTABLE: "portable",
+             CONVT_BACKEND_AVX2: "avx2"}
+    return [names[b] for b in range(CONVT_BACKEND_COUNT) if convt_backend_available(b)]
+
+
+def backend_shape(str backend, bint is_double):
+    """(backend id, rows per micro-kernel block, positions per panel); 0 means 'all'."""
+    ids = {"blas": CONVT_BACKEND_BLAS, "portable": CONVT_BACKEND_PORTABLE,
+           "avx2": CONVT_BACKEND_AVX2}
+    cdef int identifier = ids[backend]
+    if not convt_backend_available(identifier):
+        raise ValueError(f"GEMM backend {backend!r} cannot run on this machine")
+    if identifier == CONVT_BACKEND_BLAS:
+        return identifier, 0, 0
+    return identifier, CONVT_MR, convt_backend_nr(identifier, is_double)
+
+
+def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
              cnp.ndarray x_strides, cnp.ndarray y_strides, cnp.ndarray in_size,
              cnp.ndarray conv_stride, Py_ssize_t cg, Py_ssize_t mg,
              cnp.ndarray stacks, cnp.ndarray stack_axes, cnp.ndarray tap_offsets,
@@ -384,6 +499,9 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind,
     cdef GemmArgs args
     args.ndim = <int>in_size.shape[0]
     args.kind = kind
+    args.backend = backend
+    args.kernel_f32 = convt_backend_f32(backend)
+    args.kernel_f64 = convt_backend_f64(backend)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)
@@ -416,27 +534,43 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind,
 cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides,
                              acc_t* packed, Py_ssize_t groups, Py_ssize_t cg,
                              Py_ssize_t mg, Py_ssize_t phase_count, Py_ssize_t taps,
-                             const Py_ssize_t* kernel_offsets) noexcept nogil:
-    """packed[g][(rho, m), (c, j)] = w[g * cg + c, m, k(rho, j)]."""
-    cdef Py_ssize_t g, rho, m, c, j, base
-    cdef acc_t* dst = packed
-    for g in range(groups):
-        for rho in range(phase_count):
-            for m in range(mg):
-                for c in range(cg):
-                    base = (g * cg + c) * w_strides[0] + m * w_strides[1]
-                    for j in range(taps):
-                        dst[0] = <acc_t>load_double(w, base + kernel_offsets[rho * taps + j], kind)
-                        dst += 1
+                             const Py_ssize_t* kernel_offsets, Py_ssize_t block,
+                             Py_ssize_t padded_rows, int num_threads) noexcept nogil:
+    """packed[g][r // block][(c, j)][r % block] = w[g * cg + c, m, k(rho, j)], r = (rho, m).
+
+    Rows past phase_count * mg (padding up to a whole block) are zero.
+    """
+    cdef Py_ssize_t depth = cg * taps
+    cdef Py_ssize_t group_size = padded_rows * depth
+    cdef Py_ssize_t rows = phase_count * mg
+    cdef Py_ssize_t task, g, row, rho, m, c, j, base, k
+    cdef acc_t* dst
+    for task in prange(groups * padded_rows, num_threads=num_threads, schedule="static"):
+        g = task // padded_rows
+        row = task - g * padded_rows
+        dst = packed + g * group_size + (row // block) * depth * block + row % block
+        if row >= rows:
+            for k in range(depth):
+                dst[k * block] = 0
+            continue
+        rho = row // mg
+        m = row - rho * mg
+        for c in range(cg):
+            base = (g * cg + c) * w_strides[0] + m * w_strides[1]
+            for j in range(taps):
+                dst[(c * taps + j) * block] = <acc_t>load_double(
+                    w, base + kernel_offsets[rho * taps + j], kind)
 
 
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
                  Py_ssize_t start, Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
-                 Py_ssize_t phase_count, Py_ssize_t taps, cnp.ndarray kernel_offsets):
+                 Py_ssize_t phase_count, Py_ssize_t taps, cnp.ndarray kernel_offsets,
+                 Py_ssize_t block, Py_ssize_t padded_rows, int num_threads):
     """Pack the weights of one stack, for every group, at ``packed[start:]``.
 
     ``kernel_offsets[rho * taps + j]`` is the element offset of tap ``j`` of
-    stacked phase ``rho`` inside one (c, m) kernel of ``w``.
+    stacked phase ``rho`` inside one (c, m) kernel of ``w``; rows are grouped in
+    blocks of ``block`` (the micro-kernel's MR, or all rows for BLAS).
     """
     cdef const char* w_data = <const char*>cnp.PyArray_DATA(w)
     cdef const Py_ssize_t* strides = intp_data(w_strides)
@@ -444,11 +578,13 @@ def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray pac
     if packed.dtype.itemsize == 4:
         with nogil:
             pack_weights_typed(w_data, kind, strides, <float*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets)
+                               groups, cg, mg, phase_count, taps, offsets, block, padded_rows,
+                               num_threads)
     else:
         with nogil:
             pack_weights_typed(w_data, kind, strides, <double*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets)
+                               groups, cg, mg, phase_count, taps, offsets, block, padded_rows,
+                               num_threads)
 
 
 # --------------------------------------------------------------------------

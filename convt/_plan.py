@@ -23,12 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 
 # Elements of the per-thread gather and product buffers of the GEMM engine
-# (together about 1.5 MiB in float32): sized for the L2 cache, independent of
+# (together 512 KiB in float32): sized to stay in the L2 cache, independent of
 # the volume, so workspace never grows with the input.
-TILE_BUDGET = 3 * 2**17
+TILE_BUDGET = 2**17
 # Longest K chunk (rows of the gathered tile) before splitting input channels.
 MAX_DEPTH = 4096
 MIN_TILE = 16
+# Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
+STACK_FIELDS = 13
+STACK_WEIGHTS, STACK_ROWS, STACK_ROW_BLOCK = 7, 10, 11
 
 
 @dataclass(frozen=True)
@@ -127,17 +130,29 @@ class GemmPlan:
     needs_fill: bool            # some outputs get no tap: prefill with the bias
 
 
-def _tile_shape(rows, taps, cg, positions):
+def _tile_shape(rows, taps, cg, positions, panel):
+    """Input channels per K chunk and positions per tile (a whole number of panels)."""
     chunk = max(1, min(cg, MAX_DEPTH // taps))
     depth = chunk * taps
     width = TILE_BUDGET // (depth + rows)
-    width = max(MIN_TILE, width - width % MIN_TILE)
-    return chunk, min(width, positions)
+    quantum = panel or MIN_TILE
+    width = max(quantum, width - width % quantum)
+    if width >= positions:
+        width = -(-positions // quantum) * quantum if panel else positions
+    return chunk, width
+
+
+def _round_up(value, quantum):
+    return -(-value // quantum) * quantum
 
 
 @functools.lru_cache(maxsize=128)
-def gemm_plan(geometry, batch, cg, mg, groups):
-    """Plan the GEMM engine for ``batch`` images of ``groups`` groups."""
+def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel):
+    """Plan the GEMM engine for ``batch`` images of ``groups`` groups.
+
+    ``row_block`` (MR) and ``panel`` (NR) are the micro-kernel's block shape;
+    0 means one block of all rows and one panel per tile (the BLAS backend).
+    """
     per_axis = geometry_phases(geometry)
     grouped = [axis_groups(phases) for phases in per_axis]
     needs_fill = any(not phase.taps for phases in per_axis for phase in phases)
@@ -149,7 +164,10 @@ def gemm_plan(geometry, batch, cg, mg, groups):
         phase_count = math.prod(len(group.phases) for group in stack)
         positions = math.prod(group.extent for group in stack)
         rows = phase_count * mg
-        chunk, width = _tile_shape(rows, taps, cg, positions)
+        block = row_block or rows
+        padded_rows = _round_up(rows, block)
+        chunk, width = _tile_shape(rows, taps, cg, positions, panel)
+        panel_width = panel or width
         identity = (
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
@@ -157,7 +175,7 @@ def gemm_plan(geometry, batch, cg, mg, groups):
         )
         stack_rows.append(
             [taps, phase_count, positions, width, chunk, len(offset_rows), len(phase_rows),
-             packed, rows * cg * taps, int(identity)]
+             packed, padded_rows * cg * taps, int(identity), padded_rows, block, panel_width]
         )
         axes_rows.append([[group.first, group.extent] for group in stack])
         for choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
@@ -180,9 +198,9 @@ def gemm_plan(geometry, batch, cg, mg, groups):
                     for group, p, t in zip(stack, phase_choice, tap_choice)
                 ]
         kernel_index.append(kernels)
-        packed += rows * cg * taps * groups
-        gather = max(gather, chunk * taps * width)
-        product = max(product, rows * width)
+        packed += padded_rows * cg * taps * groups
+        gather = max(gather, chunk * taps * _round_up(width, panel_width))
+        product = max(product, padded_rows * _round_up(width, panel_width))
         tiles = -(-positions // width)
         items.append((index, tiles))
     work = [
@@ -193,7 +211,7 @@ def gemm_plan(geometry, batch, cg, mg, groups):
         for tile in range(tiles)
     ]
     return GemmPlan(
-        stacks=_intp(stack_rows, (len(stack_rows), 10)),
+        stacks=_intp(stack_rows, (len(stack_rows), STACK_FIELDS)),
         stack_axes=_intp(axes_rows, (len(axes_rows), ndim, 2)),
         tap_offsets=_intp(offset_rows, (len(offset_rows), ndim)),
         phases=_intp(phase_rows, (len(phase_rows), ndim, 3)),

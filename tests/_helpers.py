@@ -2,10 +2,12 @@
 
 import numpy as np
 
-from convt import ConvTranspose, _engine
+from convt import ConvTranspose, _engine, _kernels
 from convt._reference import reference_conv_transpose
 
-ENGINES = ("gemm", "direct")
+# Every kernel path this machine can run: the direct engine and the GEMM engine
+# with each backend (own micro-kernels, portable C kernel, scipy's BLAS).
+ENGINES = ("direct",) + tuple(f"gemm-{name}" for name in _kernels.available_backends())
 DTYPES = (np.float16, np.float32, np.float64)
 
 # Unit roundoff of the accumulation type of each storage dtype.
@@ -17,12 +19,14 @@ ACCUMULATION_EPS = {
 
 
 def run_engine(engine, x, w, b=None, num_threads=None, **params):
-    """ConvTranspose(**params) on x, w, b through one forced engine."""
+    """ConvTranspose(**params) on x, w, b through one forced engine ('direct', 'gemm-<backend>')."""
     layer = ConvTranspose(**params)
     attributes, x, w, b, geometry = layer._prepare(x, w, b)
     shape = layer.output_shape_for(x.shape, w.shape)
     y = np.empty(shape, dtype=x.dtype)
-    return _engine.compute(x, w, b, y, geometry, attributes.group, num_threads, engine=engine)
+    name, _, backend = engine.partition("-")
+    return _engine.compute(x, w, b, y, geometry, attributes.group, num_threads,
+                           engine=name, backend=backend or None)
 
 
 def error_bound(x, w, b, params):
