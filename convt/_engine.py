@@ -9,7 +9,7 @@ import numpy as np
 from . import _kernels
 from ._arrays import ACCUMULATION_DTYPE, STORAGE_KIND, element_strides
 from ._blas import controller as blas_controller
-from ._plan import STACK_ROW_BLOCK, STACK_ROWS, STACK_WEIGHTS, direct_plan, gemm_plan
+from ._plan import STACK_ROW_BLOCK, STACK_WEIGHTS, direct_plan, gemm_plan
 
 # Upper bound on OpenMP threads: more would only add workspace, never speed.
 MAX_THREADS = 256
@@ -86,7 +86,7 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
     acc = ACCUMULATION_DTYPE[x.dtype]
     kind = STORAGE_KIND[x.dtype]
     backend_id, row_block, panel = _kernels.backend_shape(backend, acc == np.float64)
-    plan = gemm_plan(geometry, batch, cg, mg, group, row_block, panel)
+    plan = gemm_plan(geometry, batch, cg, mg, group, row_block, panel, acc.itemsize)
     if plan.needs_fill:
         fill_with_bias(y, b)
     threads = resolve_threads(num_threads, len(plan.items))
@@ -98,8 +98,7 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
         info = plan.stacks[stack]
         _kernels.pack_weights(
             w, kind, w_strides, packed, int(info[STACK_WEIGHTS]), group, cg, mg,
-            phase_count, taps, offsets, int(info[STACK_ROW_BLOCK]), int(info[STACK_ROWS]),
-            threads,
+            phase_count, taps, offsets, int(info[STACK_ROW_BLOCK]), threads,
         )
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
     scratch = np.zeros((threads, geometry.ndim), dtype=np.intp)
@@ -109,8 +108,9 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
             x, y, b, kind, backend_id, element_strides(x), element_strides(y),
             np.array(geometry.input_shape, dtype=np.intp),
             np.array(geometry.strides, dtype=np.intp), cg, mg,
-            plan.stacks, plan.stack_axes, plan.tap_offsets, plan.phases, plan.items,
-            packed, workspace, scratch, plan.gather_capacity, input_is_tile, threads,
+            plan.stacks, plan.stack_axes, plan.tap_offsets, plan.buffer_offsets, plan.phases,
+            plan.items, packed, workspace, scratch, plan.operand_capacity, plan.product_capacity,
+            plan.panel_offsets, input_is_tile, threads,
         )
 
 

@@ -34,10 +34,10 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 cnp.import_array()
 
 cdef extern from "_microkernels.h" nogil:
-    ctypedef void (*convt_kernel_f32)(Py_ssize_t, const float*, const float*, float*,
-                                      Py_ssize_t, int)
-    ctypedef void (*convt_kernel_f64)(Py_ssize_t, const double*, const double*, double*,
-                                      Py_ssize_t, int)
+    ctypedef void (*convt_kernel_f32)(Py_ssize_t, int, const float*, const float*,
+                                      const Py_ssize_t*, float*, Py_ssize_t, int, float*)
+    ctypedef void (*convt_kernel_f64)(Py_ssize_t, int, const double*, const double*,
+                                      const Py_ssize_t*, double*, Py_ssize_t, int, double*)
     int CONVT_MR
     int CONVT_BACKEND_BLAS
     int CONVT_BACKEND_PORTABLE
@@ -45,8 +45,8 @@ cdef extern from "_microkernels.h" nogil:
     int CONVT_BACKEND_COUNT
     int convt_backend_available(int backend)
     Py_ssize_t convt_backend_nr(int backend, int is_double)
-    convt_kernel_f32 convt_backend_f32(int backend)
-    convt_kernel_f64 convt_backend_f64(int backend)
+    convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
+    convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
 
 cdef extern from "_support.h" nogil:
     float convt_half_to_float(uint16_t half)
@@ -71,18 +71,35 @@ cdef enum:
 cdef enum:
     STACK_TAPS = 0         # taps per phase (J)
     STACK_PHASES = 1       # phases stacked into one GEMM (P)
-    STACK_POSITIONS = 2    # size of the stack's position grid
-    STACK_TILE = 3         # positions per tile
+    STACK_ITEMS = 2        # work items per image and group: tiles x row groups
+    STACK_COLUMNS = 3      # product columns of a tile (whole panels)
     STACK_CHUNK = 4        # input channels per K chunk
     STACK_OFFSETS = 5      # start of this stack's rows in the tap-offset table
     STACK_PHASE_ROWS = 6   # start of this stack's rows in the phase table
     STACK_WEIGHTS = 7      # start of this stack's packed weights (group 0)
     STACK_GROUP_SIZE = 8   # packed weight elements per group
-    STACK_IDENTITY = 9     # 1 if the gathered tile is the input itself
-    STACK_ROWS = 10        # rows padded to a whole number of row blocks
+    STACK_IDENTITY = 9     # 1 if the im2col of a tile is the input itself
+    STACK_ROWS = 10        # rows: stacked phases x output channels of a group
     STACK_ROW_BLOCK = 11   # rows per micro-kernel block (all rows for BLAS)
-    STACK_PANEL = 12       # positions per gathered panel (the tile for BLAS)
-    STACK_FIELDS = 13
+    STACK_PANEL = 12       # positions per micro-kernel call (the tile for BLAS)
+    STACK_TILE_ROWS = 13   # grid rows (axis ndim - 2) per tile
+    STACK_TILE_COLS = 14   # grid columns (last axis) per tile
+    STACK_ROW_TILES = 15   # tiles along axis ndim - 2
+    STACK_COL_TILES = 16   # tiles along the last axis
+    STACK_ROW_STRIDE = 17  # product (and buffer) columns per tile row
+    STACK_BUFFER_OFFSETS = 18  # start of this stack's rows in buffer_offsets
+    STACK_ROW_GROUPS = 19  # groups the row blocks of a tile are split into
+    STACK_GROUP_BLOCKS = 20  # row blocks per group
+    STACK_FIELDS = 21
+
+# Row blocks an item needs before its B panels are worth packing contiguously.
+cdef Py_ssize_t PACK_MIN_BLOCKS = 4
+
+
+def _set_pack_min_blocks(Py_ssize_t blocks):
+    """Experiment knob (benchmarks only): row blocks needed before packing B panels."""
+    global PACK_MIN_BLOCKS
+    PACK_MIN_BLOCKS = blocks
 
 
 def openmp_enabled():
@@ -178,8 +195,8 @@ cdef struct GemmArgs:
     int ndim
     int kind
     int backend                      # CONVT_BACKEND_*
-    convt_kernel_f32 kernel_f32      # micro-kernels (NULL for BLAS)
-    convt_kernel_f64 kernel_f64
+    convt_kernel_f32 kernel_f32[12]  # micro-kernels by [pack][rows - 1] (NULL for BLAS)
+    convt_kernel_f64 kernel_f64[12]
     const char* x
     char* y
     const char* bias
@@ -190,12 +207,24 @@ cdef struct GemmArgs:
     Py_ssize_t cg                    # input channels per group
     Py_ssize_t mg                    # output channels per group
     const Py_ssize_t* stacks         # [S, STACK_FIELDS]
-    const Py_ssize_t* stack_axes     # [S, ndim, 2]: first position, extent
+    const Py_ssize_t* stack_axes     # [S, ndim, 3]: first position, extent, tap span
     const Py_ssize_t* tap_offsets    # rows of ndim input offsets, one per tap
+    const Py_ssize_t* buffer_offsets # per stack: tap rows inside a tile buffer
     const Py_ssize_t* phases         # rows of ndim (residue, shift, count)
     const Py_ssize_t* items          # [n_items, 4]: image, group, stack, tile
-    Py_ssize_t gather_capacity       # elements of the gather buffer
+    Py_ssize_t operand_capacity      # elements of the gathered operand / tile buffer
+    Py_ssize_t product_capacity      # elements of the product of one work item
+    const Py_ssize_t* panel_offsets  # k * NR: rows of a packed B panel
     bint input_is_tile               # x holds acc_t values, spatially C-contiguous
+
+
+cdef struct TileSpan:
+    Py_ssize_t y                     # first grid coordinate on axis ndim - 2 (0 in 1-D)
+    Py_ssize_t rows
+    Py_ssize_t x                     # first grid coordinate on the last axis
+    Py_ssize_t cols
+    Py_ssize_t first_row             # product rows [first_row, end_row) of this item
+    Py_ssize_t end_row
 
 
 cdef inline void blas_gemm(int m, int n, int k, acc_t* a, int lda, acc_t* b,
@@ -210,200 +239,262 @@ cdef inline void blas_gemm(int m, int n, int k, acc_t* a, int lda, acc_t* b,
         dgemm(&no_trans, &trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
 
 
-cdef inline Py_ssize_t decode_row(const GemmArgs* args, const Py_ssize_t* axes,
-                                  Py_ssize_t position, Py_ssize_t* lead) noexcept nogil:
-    """Split a grid position into its row's leading coordinates; return its column."""
+cdef TileSpan decode_tile(const GemmArgs* args, const Py_ssize_t* info,
+                          const Py_ssize_t* axes, Py_ssize_t index,
+                          Py_ssize_t* lead) noexcept nogil:
+    """Work item ``index`` of a stack: its tile's grid rows and columns, its group of
+    product rows, and in ``lead`` the grid coordinates of its leading axes (all
+    axes before the last two)."""
     cdef int last = args.ndim - 1
-    cdef Py_ssize_t extent_last = axes[2 * last + 1]
-    cdef Py_ssize_t row = position // extent_last
+    cdef Py_ssize_t group_rows = info[STACK_GROUP_BLOCKS] * info[STACK_ROW_BLOCK]
+    cdef Py_ssize_t row_group = index % info[STACK_ROW_GROUPS]
+    index = index // info[STACK_ROW_GROUPS]
+    cdef Py_ssize_t column_tile = index % info[STACK_COL_TILES]
+    cdef Py_ssize_t rest = index // info[STACK_COL_TILES]
+    cdef Py_ssize_t row_tile = rest % info[STACK_ROW_TILES]
+    cdef Py_ssize_t plane = rest // info[STACK_ROW_TILES]
+    cdef TileSpan tile
     cdef int a
-    for a in range(last - 1, -1, -1):
-        lead[a] = axes[2 * a] + row % axes[2 * a + 1]
-        row = row // axes[2 * a + 1]
-    return position % extent_last
+    tile.first_row = row_group * group_rows
+    tile.end_row = min(info[STACK_ROWS], tile.first_row + group_rows)
+    tile.x = axes[3 * last] + column_tile * info[STACK_TILE_COLS]
+    tile.cols = min(info[STACK_TILE_COLS], axes[3 * last + 1] - column_tile * info[STACK_TILE_COLS])
+    if last >= 1:
+        tile.y = axes[3 * (last - 1)] + row_tile * info[STACK_TILE_ROWS]
+        tile.rows = min(info[STACK_TILE_ROWS],
+                        axes[3 * (last - 1) + 1] - row_tile * info[STACK_TILE_ROWS])
+    else:
+        tile.y = 0
+        tile.rows = 1
+    for a in range(last - 2, -1, -1):
+        lead[a] = axes[3 * a] + plane % axes[3 * a + 1]
+        plane = plane // axes[3 * a + 1]
+    return tile
 
 
-cdef inline void fill_piece(acc_t* dst, Py_ssize_t count, Py_ssize_t valid_begin,
-                            Py_ssize_t valid_end, const char* src, Py_ssize_t step,
-                            int kind) noexcept nogil:
-    """dst[i] = src[(i - valid_begin) * step] for i in [valid_begin, valid_end), else 0.
+cdef inline void fill_run(acc_t* dst, Py_ssize_t count, Py_ssize_t origin, Py_ssize_t size,
+                          const char* x_row, Py_ssize_t step, int kind) noexcept nogil:
+    """dst[i] = x_row[origin + i] where 0 <= origin + i < size, else 0 (x_row: index 0)."""
+    cdef Py_ssize_t lo = min(max(0, -origin), count)
+    cdef Py_ssize_t hi = max(lo, min(count, size - origin))
+    memset(dst, 0, lo * sizeof(acc_t))
+    if hi > lo:
+        load_run(dst + lo, element(x_row, (origin + lo) * step, kind), step, hi - lo, kind)
+    memset(dst + hi, 0, (count - hi) * sizeof(acc_t))
 
-    Pieces are at most one panel long, so plain loops beat memset/memcpy calls.
+
+cdef void fill_buffer(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
+                      const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                      const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
+    """Copy the input a tile reads, once, into a zero-padded buffer.
+
+    Buffer axes: each leading axis spans its taps (span + 1), axis ndim - 2
+    spans the tile's rows and their taps, the last axis a row of
+    STACK_ROW_STRIDE (columns plus taps); then per input channel.  Tap j of
+    product column q is buffer[q + buffer_offsets[j]].
     """
-    cdef Py_ssize_t i
-    for i in range(valid_begin):
-        dst[i] = 0
-    if valid_end > valid_begin:
-        if (acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64) \
-                and step == 1:
-            copy_contiguous(dst + valid_begin, <const acc_t*>src, valid_end - valid_begin)
-        else:
-            load_run(dst + valid_begin, src, step, valid_end - valid_begin, kind)
-    for i in range(max(valid_begin, valid_end), count):
-        dst[i] = 0
-
-
-cdef inline void copy_contiguous(acc_t* dst, const acc_t* src, Py_ssize_t count) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(count):
-        dst[i] = src[i]
+    cdef int ndim = args.ndim
+    cdef int last = ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t row_stride = info[STACK_ROW_STRIDE]
+    cdef Py_ssize_t buffer_rows = info[STACK_TILE_ROWS] + (axes[3 * (last - 1) + 2] if last >= 1 else 0)
+    cdef Py_ssize_t plane_size = buffer_rows * row_stride
+    cdef Py_ssize_t planes = 1
+    cdef Py_ssize_t channel_size, channel, plane, rest, index, x_offset, r, row_index
+    cdef Py_ssize_t x_origin = tile.x - axes[3 * last + 2]
+    cdef Py_ssize_t y_origin = tile.y - (axes[3 * (last - 1) + 2] if last >= 1 else 0)
+    cdef int a
+    cdef bint inside
+    cdef acc_t* dst
+    for a in range(last - 1):
+        planes = planes * (axes[3 * a + 2] + 1)
+    channel_size = planes * plane_size
+    for channel in range(c_begin, c_end):
+        for plane in range(planes):
+            dst = buffer + (channel - c_begin) * channel_size + plane * plane_size
+            x_offset = channel * args.x_strides[1]
+            inside = True
+            rest = plane
+            for a in range(last - 2, -1, -1):
+                index = lead[a] - axes[3 * a + 2] + rest % (axes[3 * a + 2] + 1)
+                rest = rest // (axes[3 * a + 2] + 1)
+                if index < 0 or index >= args.in_size[a]:
+                    inside = False
+                    break
+                x_offset = x_offset + index * args.x_strides[2 + a]
+            if not inside:
+                memset(dst, 0, plane_size * sizeof(acc_t))
+                continue
+            for r in range(buffer_rows):
+                row_index = y_origin + r
+                if last >= 1 and (row_index < 0 or row_index >= args.in_size[last - 1]):
+                    memset(dst + r * row_stride, 0, row_stride * sizeof(acc_t))
+                    continue
+                fill_run(dst + r * row_stride, row_stride, x_origin, args.in_size[last],
+                         element(x_image, x_offset + (row_index * args.x_strides[1 + last]
+                                                      if last >= 1 else 0), kind),
+                         args.x_strides[2 + last], kind)
+    # the last panel of the last channel may read up to one panel past the data
+    memset(buffer + (c_end - c_begin) * channel_size, 0, info[STACK_PANEL] * sizeof(acc_t))
 
 
 cdef void gather_row(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
                      const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
                      const Py_ssize_t* lead, Py_ssize_t column, Py_ssize_t run,
-                     Py_ssize_t done, acc_t* tile, Py_ssize_t depth) noexcept nogil:
-    """Gather ``run`` positions of one grid row (tile positions ``done``...) for every (c, tap)."""
+                     Py_ssize_t done, acc_t* operand, Py_ssize_t depth) noexcept nogil:
+    """im2col of one tile row: operand[(c, j), done + q] = x[c, lead, column + q + offset(j)]."""
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
     cdef int kind = args.kind
     cdef Py_ssize_t taps = info[STACK_TAPS]
-    cdef Py_ssize_t panel = info[STACK_PANEL]
+    cdef Py_ssize_t width = info[STACK_COLUMNS]
     cdef const Py_ssize_t* offsets = args.tap_offsets + info[STACK_OFFSETS] * ndim
-    cdef Py_ssize_t size_last = args.in_size[last]
-    cdef Py_ssize_t step_last = args.x_strides[2 + last]
-    cdef Py_ssize_t channel, j, index, shift, lo, hi, x_offset, row, q, lane, piece, a_lo, a_hi
+    cdef Py_ssize_t channel, j, index, x_offset
     cdef int a
-    cdef const char* src
+    cdef bint inside
+    cdef acc_t* dst
     for channel in range(c_begin, c_end):
         for j in range(taps):
-            row = (channel - c_begin) * taps + j
+            dst = operand + ((channel - c_begin) * taps + j) * width + done
             x_offset = channel * args.x_strides[1]
-            lo = hi = 0  # valid positions [lo, hi) of this run
+            inside = True
             for a in range(last):
                 index = lead[a] + offsets[j * ndim + a]
                 if index < 0 or index >= args.in_size[a]:
+                    inside = False
                     break
                 x_offset = x_offset + index * args.x_strides[2 + a]
+            if inside:
+                fill_run(dst, run, column + offsets[j * ndim + last], args.in_size[last],
+                         element(x_image, x_offset, kind), args.x_strides[2 + last], kind)
             else:
-                # input index along the last axis is column + q + shift
-                shift = axes[2 * last] + offsets[j * ndim + last]
-                lo = min(max(0, -shift - column), run)
-                hi = max(lo, min(run, size_last - shift - column))
-            src = element(x_image, x_offset + (column + lo + shift) * step_last, kind) \
-                if hi > lo else x_image
-            q = 0
-            while q < run:
-                lane = (done + q) % panel
-                piece = min(run - q, panel - lane)
-                a_lo = min(max(lo - q, 0), piece)
-                a_hi = min(max(hi - q, a_lo), piece)
-                fill_piece(tile + (done + q - lane) * depth + row * panel + lane, piece,
-                           a_lo, a_hi, element(src, (q + a_lo - lo) * step_last, kind)
-                           if a_hi > a_lo else src, step_last, kind)
-                q = q + piece
+                memset(dst, 0, run * sizeof(acc_t))
 
 
-cdef void gather_tile(const GemmArgs* args, const Py_ssize_t* info,
-                      const Py_ssize_t* axes, const char* x_image,
-                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t first,
-                      Py_ssize_t width, acc_t* tile, Py_ssize_t* lead) noexcept nogil:
-    """tile = x[c, u(p) + offset(j)] in panels [p // NR][(c, j)][p % NR], zero outside x.
-
-    Panels are NR positions wide (one panel of the tile for BLAS); positions
-    past ``width`` in the last panel are zeroed so every kernel reads defined values.
-    """
+cdef void gather_tile(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
+                      const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                      Py_ssize_t* lead, TileSpan tile, acc_t* operand) noexcept nogil:
+    """The BLAS operand of a tile: im2col rows of STACK_COLUMNS positions."""
     cdef int last = args.ndim - 1
-    cdef Py_ssize_t panel = info[STACK_PANEL]
     cdef Py_ssize_t depth = (c_end - c_begin) * info[STACK_TAPS]
-    cdef Py_ssize_t extent_last = axes[2 * last + 1]
-    cdef Py_ssize_t position = first
-    cdef Py_ssize_t end = first + width
-    cdef Py_ssize_t column, run, lane, k, padded
-    while position < end:
-        column = decode_row(args, axes, position, lead)
-        run = min(extent_last - column, end - position)
-        gather_row(args, info, axes, x_image, c_begin, c_end, lead, column, run,
-                   position - first, tile, depth)
-        position = position + run
-    lane = width % panel
-    if lane:
-        padded = (width - lane) * depth
-        for k in range(depth):
-            memset(tile + padded + k * panel + lane, 0, (panel - lane) * sizeof(acc_t))
+    cdef Py_ssize_t r
+    for r in range(tile.rows):
+        if last >= 1:
+            lead[last - 1] = tile.y + r
+        gather_row(args, info, axes, x_image, c_begin, c_end, lead, tile.x, tile.cols,
+                   r * info[STACK_ROW_STRIDE], operand, depth)
 
 
 cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
                        const Py_ssize_t* axes, Py_ssize_t image, Py_ssize_t group,
-                       Py_ssize_t first, Py_ssize_t width, const acc_t* product,
-                       Py_ssize_t product_stride, Py_ssize_t* lead) noexcept nogil:
-    """Write each stacked phase's rows of the product to its output positions."""
+                       const Py_ssize_t* lead, TileSpan tile, const acc_t* product,
+                       Py_ssize_t product_stride) noexcept nogil:
+    """Write the item's product rows (phase, channel) to their output positions.
+
+    Product column ``r * STACK_ROW_STRIDE + (u - tile.x)`` holds grid position
+    (lead, tile.y + r, u); position u is output ``residue + (u - shift) * stride``
+    of a phase when ``0 <= u - shift < count``.
+    """
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
     cdef int kind = args.kind
-    cdef Py_ssize_t phase_count = info[STACK_PHASES]
     cdef const Py_ssize_t* phases = args.phases + info[STACK_PHASE_ROWS] * ndim * 3
     cdef const Py_ssize_t* phase
-    cdef Py_ssize_t extent_last = axes[2 * last + 1]
+    cdef Py_ssize_t row_stride = info[STACK_ROW_STRIDE]
     cdef Py_ssize_t y_step_last = args.y_strides[2 + last]
-    cdef Py_ssize_t mg = args.mg
-    cdef Py_ssize_t position = first
-    cdef Py_ssize_t end = first + width
-    cdef Py_ssize_t column, run, done, rho, t, y_offset, to_t, lo, hi, m, channel
+    cdef Py_ssize_t out_step = args.conv_stride[last] * y_step_last
+    cdef Py_ssize_t row, rho, channel, r, t, base, y_offset, to_t, lo, hi
     cdef int a
     cdef bint inside
     cdef acc_t bias
-    while position < end:
-        column = decode_row(args, axes, position, lead)
-        run = min(extent_last - column, end - position)
-        done = position - first
-        for rho in range(phase_count):
-            phase = phases + rho * ndim * 3
-            y_offset = image * args.y_strides[0]
-            inside = True
-            for a in range(last):
-                t = lead[a] - phase[3 * a + 1]
-                if t < 0 or t >= phase[3 * a + 2]:
-                    inside = False
-                    break
-                y_offset = y_offset + (phase[3 * a] + t * args.conv_stride[a]) * args.y_strides[2 + a]
-            if not inside:
-                continue
-            # output index along the last axis is t = column' + to_t
-            to_t = axes[2 * last] - phase[3 * last + 1]
-            lo = max(column, -to_t)
-            hi = min(column + run, phase[3 * last + 2] - to_t)
-            if hi <= lo:
-                continue
-            y_offset = y_offset + (phase[3 * last] + (lo + to_t) * args.conv_stride[last]) * y_step_last
-            for m in range(mg):
-                channel = group * mg + m
-                bias = bias_of(args.bias, channel, kind, product)
-                store_run(<char*>element(args.y, y_offset + channel * args.y_strides[1], kind),
-                          args.conv_stride[last] * y_step_last,
-                          product + (rho * mg + m) * product_stride + done + (lo - column),
-                          hi - lo, bias, kind)
-        position = position + run
+    cdef const acc_t* source
+    for row in range(tile.first_row, tile.end_row):
+        rho = row // args.mg
+        channel = group * args.mg + row - rho * args.mg
+        phase = phases + rho * ndim * 3
+        base = image * args.y_strides[0] + channel * args.y_strides[1]
+        inside = True
+        for a in range(last - 1):
+            t = lead[a] - phase[3 * a + 1]
+            if t < 0 or t >= phase[3 * a + 2]:
+                inside = False
+                break
+            base = base + (phase[3 * a] + t * args.conv_stride[a]) * args.y_strides[2 + a]
+        if not inside:
+            continue
+        # along the last axis, t = u + to_t for u in [tile.x, tile.x + cols)
+        to_t = -phase[3 * last + 1]
+        lo = max(tile.x, -to_t)
+        hi = min(tile.x + tile.cols, phase[3 * last + 2] - to_t)
+        if hi <= lo:
+            continue
+        bias = bias_of(args.bias, channel, kind, product)
+        source = product + (row - tile.first_row) * product_stride + (lo - tile.x)
+        base = base + (phase[3 * last] + (lo + to_t) * args.conv_stride[last]) * y_step_last
+        for r in range(tile.rows):
+            y_offset = base
+            if last >= 1:
+                t = tile.y + r - phase[3 * (last - 1) + 1]
+                if t < 0 or t >= phase[3 * (last - 1) + 2]:
+                    continue
+                y_offset = y_offset + (phase[3 * (last - 1)] + t * args.conv_stride[last - 1]) \
+                    * args.y_strides[1 + last]
+            store_run(<char*>element(args.y, y_offset, kind), out_step,
+                      source + r * row_stride, hi - lo, bias, kind)
 
 
 cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
                         Py_ssize_t depth, Py_ssize_t k_begin, Py_ssize_t k_depth,
-                        acc_t* operand, Py_ssize_t ld_operand, Py_ssize_t width,
-                        acc_t* product, Py_ssize_t product_stride, bint accumulate) noexcept nogil:
-    """product[rows, width] (+)= weights[rows, k_begin:k_begin + k_depth] @ operand."""
+                        acc_t* operand, Py_ssize_t ld_operand, Py_ssize_t used, TileSpan tile,
+                        acc_t* product, Py_ssize_t product_stride, bint accumulate,
+                        acc_t* panel_buffer) noexcept nogil:
+    """product[item rows, :used] (+)= weights[item rows, k_begin:k_begin + k_depth] @ operand.
+
+    Weights are packed in blocks of STACK_ROW_BLOCK rows, [block][depth][rows of
+    the block]; only the last block may be narrower.  With enough row blocks to
+    share it, the first block's kernel also copies the panel's B rows into
+    contiguous aligned rows that the other blocks read (the kernel is ~10%
+    faster than on rows straddling cache lines).
+    """
     cdef Py_ssize_t block = info[STACK_ROW_BLOCK]
     cdef Py_ssize_t panel = info[STACK_PANEL]
-    cdef Py_ssize_t row_blocks = info[STACK_ROWS] // block
-    cdef Py_ssize_t panels = (width + panel - 1) // panel
-    cdef Py_ssize_t rb, p
-    cdef const acc_t* a_block
+    cdef Py_ssize_t panels = (used + panel - 1) // panel
+    cdef const Py_ssize_t* offsets = args.buffer_offsets + info[STACK_BUFFER_OFFSETS]
+    cdef bint pack = tile.end_row - tile.first_row >= PACK_MIN_BLOCKS * block
+    cdef Py_ssize_t row, p, width, kernel
+    cdef const acc_t* b
+    cdef const Py_ssize_t* b_offsets
+    cdef acc_t* pack_to
     if args.backend == CONVT_BACKEND_BLAS:
-        # weights are one (rows x depth) column-major block, operand (width x k) col-major
-        blas_gemm(<int>width, <int>block, <int>k_depth, operand, <int>ld_operand,
+        # weights are one (rows x depth) column-major block, operand (used x k) col-major
+        blas_gemm(<int>used, <int>block, <int>k_depth, operand, <int>ld_operand,
                   <acc_t*>weights + k_begin * block, <int>block,
                   1 if accumulate else 0, product, <int>product_stride)
         return
-    for rb in range(row_blocks):
-        a_block = weights + (rb * depth + k_begin) * block
-        for p in range(panels):
+    for p in range(panels):
+        b = operand + p * panel
+        b_offsets = offsets
+        pack_to = panel_buffer if pack else NULL
+        row = tile.first_row
+        while row < tile.end_row:
+            width = min(block, info[STACK_ROWS] - row)
+            kernel = (CONVT_MR if pack_to != NULL else 0) + width - 1
             if acc_t is float:
-                args.kernel_f32(k_depth, a_block, operand + p * k_depth * panel,
-                                product + rb * block * product_stride + p * panel,
-                                product_stride, accumulate)
+                args.kernel_f32[kernel](
+                    k_depth, <int>width, weights + row * depth + k_begin * width, b, b_offsets,
+                    product + (row - tile.first_row) * product_stride + p * panel,
+                    product_stride, accumulate, pack_to)
             else:
-                args.kernel_f64(k_depth, a_block, operand + p * k_depth * panel,
-                                product + rb * block * product_stride + p * panel,
-                                product_stride, accumulate)
+                args.kernel_f64[kernel](
+                    k_depth, <int>width, weights + row * depth + k_begin * width, b, b_offsets,
+                    product + (row - tile.first_row) * product_stride + p * panel,
+                    product_stride, accumulate, pack_to)
+            if pack_to != NULL:
+                # the remaining blocks read the packed copy
+                b = panel_buffer
+                b_offsets = args.panel_offsets
+                pack_to = NULL
+            row = row + width
 
 
 cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
@@ -413,35 +504,48 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
     cdef Py_ssize_t image = work[0]
     cdef Py_ssize_t group = work[1]
     cdef const Py_ssize_t* info = args.stacks + work[2] * STACK_FIELDS
-    cdef const Py_ssize_t* axes = args.stack_axes + work[2] * args.ndim * 2
+    cdef const Py_ssize_t* axes = args.stack_axes + work[2] * args.ndim * 3
+    cdef TileSpan tile = decode_tile(args, info, axes, work[3], lead)
+    cdef int last = args.ndim - 1
     cdef Py_ssize_t taps = info[STACK_TAPS]
-    cdef Py_ssize_t panel = info[STACK_PANEL]
-    cdef Py_ssize_t first = work[3] * info[STACK_TILE]
-    cdef Py_ssize_t width = min(info[STACK_TILE], info[STACK_POSITIONS] - first)
-    cdef Py_ssize_t product_stride = (width + panel - 1) // panel * panel
+    cdef Py_ssize_t product_stride = info[STACK_COLUMNS]
+    cdef Py_ssize_t used = (tile.rows - 1) * info[STACK_ROW_STRIDE] + tile.cols
     cdef Py_ssize_t depth = args.cg * taps
     cdef Py_ssize_t chunk = info[STACK_CHUNK]
     cdef const acc_t* weights = packed + info[STACK_WEIGHTS] + group * info[STACK_GROUP_SIZE]
     cdef const char* x_image = element(
         args.x, image * args.x_strides[0] + group * args.cg * args.x_strides[1], args.kind)
-    cdef acc_t* gathered = workspace
-    cdef acc_t* product = workspace + args.gather_capacity
-    cdef acc_t* operand
-    cdef Py_ssize_t c_begin, c_end, ld_operand
+    cdef acc_t* operand = workspace
+    cdef acc_t* product = workspace + args.operand_capacity
+    # B panels are copied to a 64-byte aligned place after the product
+    cdef acc_t* panel_buffer = <acc_t*>((<size_t>(product + args.product_capacity) + 63)
+                                        & ~(<size_t>63))
+    cdef acc_t* source
+    cdef Py_ssize_t c_begin, c_end, ld_operand, start
+    cdef int a
     c_begin = 0
     while c_begin < args.cg:
         c_end = min(args.cg, c_begin + chunk)
-        if info[STACK_IDENTITY] and args.input_is_tile and args.backend == CONVT_BACKEND_BLAS:
-            operand = <acc_t*>element(x_image, c_begin * args.x_strides[1], args.kind) + first
+        ld_operand = product_stride
+        source = operand
+        if args.backend != CONVT_BACKEND_BLAS:
+            fill_buffer(args, info, axes, x_image, c_begin, c_end, lead, tile, operand)
+        elif info[STACK_IDENTITY] and args.input_is_tile:
+            # the im2col of a 1-tap, 0-offset stack is x itself
+            start = c_begin * args.x_strides[1] + tile.x * args.x_strides[2 + last]
+            if last >= 1:
+                start = start + tile.y * args.x_strides[1 + last]
+            for a in range(last - 1):
+                start = start + lead[a] * args.x_strides[2 + a]
+            source = <acc_t*>element(x_image, start, args.kind)
             ld_operand = args.x_strides[1]
         else:
-            gather_tile(args, info, axes, x_image, c_begin, c_end, first, width, gathered, lead)
-            operand = gathered
-            ld_operand = panel
+            gather_tile(args, info, axes, x_image, c_begin, c_end, lead, tile, operand)
         multiply_tile(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
-                      operand, ld_operand, width, product, product_stride, c_begin > 0)
+                      source, ld_operand, used, tile, product, product_stride, c_begin > 0,
+                      panel_buffer)
         c_begin = c_end
-    scatter_tile(args, info, axes, image, group, first, width, product, product_stride, lead)
+    scatter_tile(args, info, axes, image, group, lead, tile, product, product_stride)
 
 
 cdef void gemm_engine(const GemmArgs* args, const acc_t* packed, Py_ssize_t n_items,
@@ -488,9 +592,10 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
              cnp.ndarray x_strides, cnp.ndarray y_strides, cnp.ndarray in_size,
              cnp.ndarray conv_stride, Py_ssize_t cg, Py_ssize_t mg,
              cnp.ndarray stacks, cnp.ndarray stack_axes, cnp.ndarray tap_offsets,
-             cnp.ndarray phases, cnp.ndarray items, cnp.ndarray packed,
-             cnp.ndarray workspace, cnp.ndarray scratch,
-             Py_ssize_t gather_capacity, bint input_is_tile, int num_threads):
+             cnp.ndarray buffer_offsets, cnp.ndarray phases, cnp.ndarray items,
+             cnp.ndarray packed, cnp.ndarray workspace, cnp.ndarray scratch,
+             Py_ssize_t operand_capacity, Py_ssize_t product_capacity,
+             cnp.ndarray panel_offsets, bint input_is_tile, int num_threads):
     """Run the GEMM engine; arrays come from convt._plan (intp tables, C order).
 
     ``workspace`` is (threads, per-thread elements) of the accumulation dtype,
@@ -500,8 +605,11 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.ndim = <int>in_size.shape[0]
     args.kind = kind
     args.backend = backend
-    args.kernel_f32 = convt_backend_f32(backend)
-    args.kernel_f64 = convt_backend_f64(backend)
+    cdef int rows, pack
+    for pack in range(2):
+        for rows in range(1, CONVT_MR + 1):
+            args.kernel_f32[pack * CONVT_MR + rows - 1] = convt_backend_f32(backend, rows, pack)
+            args.kernel_f64[pack * CONVT_MR + rows - 1] = convt_backend_f64(backend, rows, pack)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)
@@ -514,9 +622,12 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.stacks = intp_data(stacks)
     args.stack_axes = intp_data(stack_axes)
     args.tap_offsets = intp_data(tap_offsets)
+    args.buffer_offsets = intp_data(buffer_offsets)
     args.phases = intp_data(phases)
     args.items = intp_data(items)
-    args.gather_capacity = gather_capacity
+    args.operand_capacity = operand_capacity
+    args.product_capacity = product_capacity
+    args.panel_offsets = intp_data(panel_offsets)
     args.input_is_tile = input_is_tile
     cdef Py_ssize_t n_items = items.shape[0]
     cdef Py_ssize_t stride = workspace.shape[1]
@@ -535,37 +646,33 @@ cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_stride
                              acc_t* packed, Py_ssize_t groups, Py_ssize_t cg,
                              Py_ssize_t mg, Py_ssize_t phase_count, Py_ssize_t taps,
                              const Py_ssize_t* kernel_offsets, Py_ssize_t block,
-                             Py_ssize_t padded_rows, int num_threads) noexcept nogil:
-    """packed[g][r // block][(c, j)][r % block] = w[g * cg + c, m, k(rho, j)], r = (rho, m).
-
-    Rows past phase_count * mg (padding up to a whole block) are zero.
-    """
+                             int num_threads) noexcept nogil:
+    """packed[g] = rows r = (rho, m) in blocks of ``block``: [block][(c, j)][r in block],
+    with w[g * cg + c, m, k(rho, j)]; the last block holds the remaining rows."""
     cdef Py_ssize_t depth = cg * taps
-    cdef Py_ssize_t group_size = padded_rows * depth
     cdef Py_ssize_t rows = phase_count * mg
-    cdef Py_ssize_t task, g, row, rho, m, c, j, base, k
+    cdef Py_ssize_t group_size = rows * depth
+    cdef Py_ssize_t task, g, row, rho, m, c, j, base, first, width
     cdef acc_t* dst
-    for task in prange(groups * padded_rows, num_threads=num_threads, schedule="static"):
-        g = task // padded_rows
-        row = task - g * padded_rows
-        dst = packed + g * group_size + (row // block) * depth * block + row % block
-        if row >= rows:
-            for k in range(depth):
-                dst[k * block] = 0
-            continue
+    for task in prange(groups * rows, num_threads=num_threads, schedule="static"):
+        g = task // rows
+        row = task - g * rows
+        first = row - row % block
+        width = min(block, rows - first)
+        dst = packed + g * group_size + first * depth + row - first
         rho = row // mg
         m = row - rho * mg
         for c in range(cg):
             base = (g * cg + c) * w_strides[0] + m * w_strides[1]
             for j in range(taps):
-                dst[(c * taps + j) * block] = <acc_t>load_double(
+                dst[(c * taps + j) * width] = <acc_t>load_double(
                     w, base + kernel_offsets[rho * taps + j], kind)
 
 
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
                  Py_ssize_t start, Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
                  Py_ssize_t phase_count, Py_ssize_t taps, cnp.ndarray kernel_offsets,
-                 Py_ssize_t block, Py_ssize_t padded_rows, int num_threads):
+                 Py_ssize_t block, int num_threads):
     """Pack the weights of one stack, for every group, at ``packed[start:]``.
 
     ``kernel_offsets[rho * taps + j]`` is the element offset of tap ``j`` of
@@ -578,13 +685,11 @@ def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray pac
     if packed.dtype.itemsize == 4:
         with nogil:
             pack_weights_typed(w_data, kind, strides, <float*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets, block, padded_rows,
-                               num_threads)
+                               groups, cg, mg, phase_count, taps, offsets, block, num_threads)
     else:
         with nogil:
             pack_weights_typed(w_data, kind, strides, <double*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets, block, padded_rows,
-                               num_threads)
+                               groups, cg, mg, phase_count, taps, offsets, block, num_threads)
 
 
 # --------------------------------------------------------------------------

@@ -1,10 +1,14 @@
 /* Register-blocked micro-kernels of convt's GEMM engine.
  *
- * One call computes an MR x NR block of C = A B over `depth`:
- *   a: [depth][MR]  (packed weights: MR rows side by side)
- *   b: [depth][NR]  (gathered input: NR positions side by side)
+ * One call computes a rows x NR block (rows <= MR) of C = A B over `depth`:
+ *   a: [depth][rows]  (packed weights: the block's rows side by side)
+ *   b + offsets[k] .. + NR: row k of B, NR consecutive positions of a
+ *      zero-padded input tile (tap k of every position is a fixed offset
+ *      away, so B is read in place: no im2col copy per tap);
  *   c: MR rows of NR values, row stride ldc; overwritten, or added to when
- *      `accumulate` is non-zero (K chunks after the first).
+ *      `accumulate` is non-zero (K chunks after the first);
+ *   pack_to: if not NULL, B rows are also stored there contiguously
+ *      ([depth][NR], 64-byte aligned), for the other row blocks to read.
  * Positions are the vector dimension, so each row of C is NR contiguous
  * outputs of one (phase, channel), ready for the scatter to the output.
  *
@@ -26,33 +30,42 @@ enum {
     CONVT_BACKEND_COUNT = 3
 };
 
-typedef void (*convt_kernel_f32)(ptrdiff_t depth, const float *a, const float *b,
-                                 float *c, ptrdiff_t ldc, int accumulate);
-typedef void (*convt_kernel_f64)(ptrdiff_t depth, const double *a, const double *b,
-                                 double *c, ptrdiff_t ldc, int accumulate);
+typedef void (*convt_kernel_f32)(ptrdiff_t depth, int rows, const float *a,
+                                 const float *b, const ptrdiff_t *offsets, float *c,
+                                 ptrdiff_t ldc, int accumulate, float *pack_to);
+typedef void (*convt_kernel_f64)(ptrdiff_t depth, int rows, const double *a,
+                                 const double *b, const ptrdiff_t *offsets, double *c,
+                                 ptrdiff_t ldc, int accumulate, double *pack_to);
 
 /* ---------------------------------------------------------------- portable */
 
 #define CONVT_PORTABLE_NR_F32 16
 #define CONVT_PORTABLE_NR_F64 8
 
-#define CONVT_DEFINE_PORTABLE(NAME, T, NR)                                        \
-    static void NAME(ptrdiff_t depth, const T *a, const T *b, T *c, ptrdiff_t ldc, \
-                     int accumulate)                                              \
-    {                                                                             \
-        T acc[CONVT_MR][NR];                                                      \
-        ptrdiff_t k;                                                              \
-        int i, j;                                                                 \
-        for (i = 0; i < CONVT_MR; ++i)                                            \
-            for (j = 0; j < NR; ++j)                                              \
-                acc[i][j] = accumulate ? c[i * ldc + j] : (T)0;                   \
-        for (k = 0; k < depth; ++k, a += CONVT_MR, b += NR)                       \
-            for (i = 0; i < CONVT_MR; ++i)                                        \
-                for (j = 0; j < NR; ++j)                                          \
-                    acc[i][j] += a[i] * b[j];                                     \
-        for (i = 0; i < CONVT_MR; ++i)                                            \
-            for (j = 0; j < NR; ++j)                                              \
-                c[i * ldc + j] = acc[i][j];                                       \
+/* `rows` (1..MR) rows of a: [depth][rows]; the compiler vectorises over NR. */
+#define CONVT_DEFINE_PORTABLE(NAME, T, NR)                                         \
+    static void NAME(ptrdiff_t depth, int rows, const T *a, const T *b,            \
+                     const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate, \
+                     T *pack_to)                                                   \
+    {                                                                              \
+        T acc[CONVT_MR][NR];                                                       \
+        ptrdiff_t k;                                                               \
+        int i, j;                                                                  \
+        for (i = 0; i < rows; ++i)                                                 \
+            for (j = 0; j < NR; ++j)                                               \
+                acc[i][j] = accumulate ? c[i * ldc + j] : (T)0;                    \
+        for (k = 0; k < depth; ++k, a += rows) {                                   \
+            const T *row = b + offsets[k];                                         \
+            if (pack_to)                                                           \
+                for (j = 0; j < NR; ++j)                                           \
+                    pack_to[k * NR + j] = row[j];                                  \
+            for (i = 0; i < rows; ++i)                                             \
+                for (j = 0; j < NR; ++j)                                           \
+                    acc[i][j] += a[i] * row[j];                                    \
+        }                                                                          \
+        for (i = 0; i < rows; ++i)                                                 \
+            for (j = 0; j < NR; ++j)                                               \
+                c[i * ldc + j] = acc[i][j];                                        \
     }
 
 CONVT_DEFINE_PORTABLE(convt_portable_f32, float, CONVT_PORTABLE_NR_F32)
@@ -101,44 +114,88 @@ static int convt_cpu_has_avx2_fma(void)
 #define CONVT_AVX2_NR_F32 16
 #define CONVT_AVX2_NR_F64 8
 
-/* Two vectors of positions, six rows: 12 accumulators, 2 loads and 6
- * broadcasts per step of depth, FMA-bound on every AVX2 core. */
-#define CONVT_DEFINE_AVX2(NAME, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W) \
-    CONVT_TARGET_AVX2 static void NAME(ptrdiff_t depth, const T *a, const T *b,     \
-                                       T *c, ptrdiff_t ldc, int accumulate)         \
+/* One row i < ROWS of the block: broadcast a[i], two FMAs. */
+#define CONVT_AVX2_ROW(i, ROWS, BROADCAST, FMA, ci0, ci1)                          \
+    if ((i) < (ROWS)) {                                                           \
+        x = BROADCAST(a + (i));                                                   \
+        ci0 = FMA(x, b0, ci0);                                                    \
+        ci1 = FMA(x, b1, ci1);                                                    \
+    }
+#define CONVT_AVX2_FINISH(i, ROWS, LOAD, STORE, ADD, W, ci0, ci1)                 \
+    if ((i) < (ROWS)) {                                                           \
+        if (accumulate) {                                                         \
+            ci0 = ADD(ci0, LOAD(c + (i) * ldc));                                  \
+            ci1 = ADD(ci1, LOAD(c + (i) * ldc + W));                              \
+        }                                                                         \
+        STORE(c + (i) * ldc, ci0);                                                \
+        STORE(c + (i) * ldc + W, ci1);                                            \
+    }
+
+/* Two vectors of positions, ROWS (<= 6) rows: up to 12 accumulators, one
+ * offset, 2 loads and ROWS broadcasts per step of depth, FMA-bound on every
+ * AVX2 core.  ROWS is a constant, so unused rows compile away. */
+#define CONVT_DEFINE_AVX2(NAME, ROWS, PACK, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W) \
+    CONVT_TARGET_AVX2 static void NAME(ptrdiff_t depth, int rows, const T *a,      \
+                                       const T *b, const ptrdiff_t *offsets, T *c,  \
+                                       ptrdiff_t ldc, int accumulate, T *pack_to)   \
     {                                                                               \
         V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;    \
         V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;          \
         ptrdiff_t k;                                                                \
-        for (k = 0; k < depth; ++k, a += CONVT_MR, b += 2 * W) {                    \
-            V b0 = LOAD(b), b1 = LOAD(b + W), x;                                    \
-            x = BROADCAST(a + 0); c00 = FMA(x, b0, c00); c01 = FMA(x, b1, c01);      \
-            x = BROADCAST(a + 1); c10 = FMA(x, b0, c10); c11 = FMA(x, b1, c11);      \
-            x = BROADCAST(a + 2); c20 = FMA(x, b0, c20); c21 = FMA(x, b1, c21);      \
-            x = BROADCAST(a + 3); c30 = FMA(x, b0, c30); c31 = FMA(x, b1, c31);      \
-            x = BROADCAST(a + 4); c40 = FMA(x, b0, c40); c41 = FMA(x, b1, c41);      \
-            x = BROADCAST(a + 5); c50 = FMA(x, b0, c50); c51 = FMA(x, b1, c51);      \
+        (void)rows;                                                                 \
+        (void)pack_to;                                                              \
+        for (k = 0; k < depth; ++k, a += (ROWS)) {                                  \
+            const T *row = b + offsets[k];                                          \
+            V b0 = LOAD(row), b1 = LOAD(row + W), x;                                \
+            if (PACK) {                                                             \
+                STORE(pack_to + 2 * W * k, b0);                                     \
+                STORE(pack_to + 2 * W * k + W, b1);                                 \
+            }                                                                       \
+            CONVT_AVX2_ROW(0, ROWS, BROADCAST, FMA, c00, c01)                       \
+            CONVT_AVX2_ROW(1, ROWS, BROADCAST, FMA, c10, c11)                       \
+            CONVT_AVX2_ROW(2, ROWS, BROADCAST, FMA, c20, c21)                       \
+            CONVT_AVX2_ROW(3, ROWS, BROADCAST, FMA, c30, c31)                       \
+            CONVT_AVX2_ROW(4, ROWS, BROADCAST, FMA, c40, c41)                       \
+            CONVT_AVX2_ROW(5, ROWS, BROADCAST, FMA, c50, c51)                       \
         }                                                                           \
-        if (accumulate) {                                                           \
-            c00 = ADD(c00, LOAD(c + 0 * ldc)); c01 = ADD(c01, LOAD(c + 0 * ldc + W)); \
-            c10 = ADD(c10, LOAD(c + 1 * ldc)); c11 = ADD(c11, LOAD(c + 1 * ldc + W)); \
-            c20 = ADD(c20, LOAD(c + 2 * ldc)); c21 = ADD(c21, LOAD(c + 2 * ldc + W)); \
-            c30 = ADD(c30, LOAD(c + 3 * ldc)); c31 = ADD(c31, LOAD(c + 3 * ldc + W)); \
-            c40 = ADD(c40, LOAD(c + 4 * ldc)); c41 = ADD(c41, LOAD(c + 4 * ldc + W)); \
-            c50 = ADD(c50, LOAD(c + 5 * ldc)); c51 = ADD(c51, LOAD(c + 5 * ldc + W)); \
-        }                                                                           \
-        STORE(c + 0 * ldc, c00); STORE(c + 0 * ldc + W, c01);                       \
-        STORE(c + 1 * ldc, c10); STORE(c + 1 * ldc + W, c11);                       \
-        STORE(c + 2 * ldc, c20); STORE(c + 2 * ldc + W, c21);                       \
-        STORE(c + 3 * ldc, c30); STORE(c + 3 * ldc + W, c31);                       \
-        STORE(c + 4 * ldc, c40); STORE(c + 4 * ldc + W, c41);                       \
-        STORE(c + 5 * ldc, c50); STORE(c + 5 * ldc + W, c51);                       \
+        CONVT_AVX2_FINISH(0, ROWS, LOAD, STORE, ADD, W, c00, c01)                   \
+        CONVT_AVX2_FINISH(1, ROWS, LOAD, STORE, ADD, W, c10, c11)                   \
+        CONVT_AVX2_FINISH(2, ROWS, LOAD, STORE, ADD, W, c20, c21)                   \
+        CONVT_AVX2_FINISH(3, ROWS, LOAD, STORE, ADD, W, c30, c31)                   \
+        CONVT_AVX2_FINISH(4, ROWS, LOAD, STORE, ADD, W, c40, c41)                   \
+        CONVT_AVX2_FINISH(5, ROWS, LOAD, STORE, ADD, W, c50, c51)                   \
     }
 
-CONVT_DEFINE_AVX2(convt_avx2_f32, float, __m256, _mm256_setzero_ps, _mm256_loadu_ps,
-                  _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps, 8)
-CONVT_DEFINE_AVX2(convt_avx2_f64, double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,
-                  _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_add_pd, 4)
+#define CONVT_AVX2_F32(NAME, ROWS, PACK) \
+    CONVT_DEFINE_AVX2(NAME, ROWS, PACK, float, __m256, _mm256_setzero_ps, _mm256_loadu_ps, \
+                      _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps, 8)
+#define CONVT_AVX2_F64(NAME, ROWS, PACK) \
+    CONVT_DEFINE_AVX2(NAME, ROWS, PACK, double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd, \
+                      _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_add_pd, 4)
+#define CONVT_AVX2_ALL(TYPE, PACK, P)                                                  \
+    CONVT_AVX2_##TYPE(convt_avx2_##TYPE##_r1##P, 1, PACK)                              \
+    CONVT_AVX2_##TYPE(convt_avx2_##TYPE##_r2##P, 2, PACK)                              \
+    CONVT_AVX2_##TYPE(convt_avx2_##TYPE##_r3##P, 3, PACK)                              \
+    CONVT_AVX2_##TYPE(convt_avx2_##TYPE##_r4##P, 4, PACK)                              \
+    CONVT_AVX2_##TYPE(convt_avx2_##TYPE##_r5##P, 5, PACK)                              \
+    CONVT_AVX2_##TYPE(convt_avx2_##TYPE##_r6##P, 6, PACK)
+
+CONVT_AVX2_ALL(F32, 0, )
+CONVT_AVX2_ALL(F32, 1, _pack)
+CONVT_AVX2_ALL(F64, 0, )
+CONVT_AVX2_ALL(F64, 1, _pack)
+
+/* [pack][rows - 1] */
+static const convt_kernel_f32 convt_avx2_f32[2][CONVT_MR] = {
+    {convt_avx2_F32_r1, convt_avx2_F32_r2, convt_avx2_F32_r3,
+     convt_avx2_F32_r4, convt_avx2_F32_r5, convt_avx2_F32_r6},
+    {convt_avx2_F32_r1_pack, convt_avx2_F32_r2_pack, convt_avx2_F32_r3_pack,
+     convt_avx2_F32_r4_pack, convt_avx2_F32_r5_pack, convt_avx2_F32_r6_pack}};
+static const convt_kernel_f64 convt_avx2_f64[2][CONVT_MR] = {
+    {convt_avx2_F64_r1, convt_avx2_F64_r2, convt_avx2_F64_r3,
+     convt_avx2_F64_r4, convt_avx2_F64_r5, convt_avx2_F64_r6},
+    {convt_avx2_F64_r1_pack, convt_avx2_F64_r2_pack, convt_avx2_F64_r3_pack,
+     convt_avx2_F64_r4_pack, convt_avx2_F64_r5_pack, convt_avx2_F64_r6_pack}};
 #endif /* x86-64 */
 
 /* ---------------------------------------------------------------- dispatch */
@@ -174,18 +231,20 @@ static ptrdiff_t convt_backend_nr(int backend, int is_double)
     }
 }
 
-static convt_kernel_f32 convt_backend_f32(int backend)
+/* The kernel computing blocks of `rows` (1..MR) rows; with `pack`, one that also
+ * stores the B rows it reads (pack_to must then not be NULL). */
+static convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
 {
 #ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX2) return convt_avx2_f32;
+    if (backend == CONVT_BACKEND_AVX2) return convt_avx2_f32[pack != 0][rows - 1];
 #endif
     return backend == CONVT_BACKEND_PORTABLE ? convt_portable_f32 : NULL;
 }
 
-static convt_kernel_f64 convt_backend_f64(int backend)
+static convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
 {
 #ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX2) return convt_avx2_f64;
+    if (backend == CONVT_BACKEND_AVX2) return convt_avx2_f64[pack != 0][rows - 1];
 #endif
     return backend == CONVT_BACKEND_PORTABLE ? convt_portable_f64 : NULL;
 }

@@ -22,16 +22,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Elements of the per-thread gather and product buffers of the GEMM engine
-# (together 512 KiB in float32): sized to stay in the L2 cache, independent of
-# the volume, so workspace never grows with the input.
-TILE_BUDGET = 2**17
+# Per-thread buffers of the GEMM engine: the tile's input (read by every block
+# of rows, so sized to stay in L2) and the product of one group of row blocks
+# (written once, read once by the scatter).  Independent of the volume:
+# workspace never grows with the input.
+OPERAND_BYTES = 384 * 1024
+PRODUCT_BYTES = 1024 * 1024
 # Longest K chunk (rows of the gathered tile) before splitting input channels.
-MAX_DEPTH = 4096
+MAX_DEPTH = 2048
 MIN_TILE = 16
+# Work items to aim for, so that threads finish together (dynamic schedule).
+MIN_WORK_ITEMS = 24
 # Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
-STACK_FIELDS = 13
-STACK_WEIGHTS, STACK_ROWS, STACK_ROW_BLOCK = 7, 10, 11
+STACK_FIELDS = 21
+STACK_WEIGHTS, STACK_ROW_BLOCK = 7, 11
 
 
 @dataclass(frozen=True)
@@ -69,15 +73,19 @@ def axis_phases(in_size, kernel, stride, dilation, pad_begin, out_size):
 
 
 def axis_groups(phases):
-    """Group phases by their tap pattern; phases without taps belong to no group."""
+    """Group phases whose taps read the same offsets; phases without taps join no group.
+
+    Grouped phases share their position grid exactly (same pattern and shift),
+    so stacking them into one GEMM computes no position a phase does not need.
+    """
     members = {}
     for phase in phases:
         if phase.taps:
             shift = phase.taps[0][1]
             pattern = tuple(offset - shift for _, offset in phase.taps)
-            members.setdefault(pattern, []).append((phase, shift))
+            members.setdefault((pattern, shift), []).append((phase, shift))
     groups = []
-    for pattern, entries in members.items():
+    for (pattern, _), entries in members.items():
         first = min(shift for _, shift in entries)
         end = max(shift + phase.count for phase, shift in entries)
         groups.append(
@@ -119,67 +127,147 @@ class GemmPlan:
     """Tables of the GEMM engine (see convt._kernels.run_gemm)."""
 
     stacks: np.ndarray          # (S, STACK_FIELDS)
-    stack_axes: np.ndarray      # (S, ndim, 2)
-    tap_offsets: np.ndarray     # (total taps, ndim)
-    phases: np.ndarray          # (total phases, ndim, 3)
+    stack_axes: np.ndarray      # (S, ndim, 3): first grid position, extent, tap span
+    tap_offsets: np.ndarray     # (total taps, ndim): input offset of each tap
+    buffer_offsets: np.ndarray  # (total K rows,): tap offsets inside a tile buffer
+    phases: np.ndarray          # (total phases, ndim, 3): residue, shift, count
     kernel_index: tuple         # per stack: (P, J, ndim) kernel coordinates
-    items: np.ndarray           # (n_items, 4)
+    items: np.ndarray           # (n_items, 4): image, group, stack, tile
     packed_size: int
-    gather_capacity: int
+    operand_capacity: int       # elements of the per-thread gathered operand
+    product_capacity: int       # elements of the per-thread product of one item
+    panel_offsets: np.ndarray   # k * NR for every row of a packed B panel
     workspace_per_thread: int
     needs_fill: bool            # some outputs get no tap: prefill with the bias
-
-
-def _tile_shape(rows, taps, cg, positions, panel):
-    """Input channels per K chunk and positions per tile (a whole number of panels)."""
-    chunk = max(1, min(cg, MAX_DEPTH // taps))
-    depth = chunk * taps
-    width = TILE_BUDGET // (depth + rows)
-    quantum = panel or MIN_TILE
-    width = max(quantum, width - width % quantum)
-    if width >= positions:
-        width = -(-positions // quantum) * quantum if panel else positions
-    return chunk, width
 
 
 def _round_up(value, quantum):
     return -(-value // quantum) * quantum
 
 
+@dataclass(frozen=True)
+class _TileShape:
+    """A tile: ``rows`` grid rows (axis ndim - 2) of ``cols`` columns, and its operand."""
+
+    rows: int
+    cols: int
+    row_stride: int      # product (and buffer) columns per tile row
+    columns: int         # product columns of a full tile, padded to whole panels
+    panel: int
+    buffer_channel: int  # buffer elements per input channel (0: im2col mode)
+    operand: int         # elements of the gathered operand or buffer
+
+
+def _tile_shape(spans, rows, cols, chunk, taps, panel):
+    """Tile of rows x cols grid positions: with a micro-kernel (panel = NR) its input
+    is copied once into a zero-padded buffer with rows ``cols + span`` long; BLAS
+    (panel 0) gathers an im2col operand of one panel."""
+    if panel:
+        row_stride = cols + spans[-1]
+        lead = math.prod(span + 1 for span in spans[:-2])
+        buffer_rows = rows + (spans[-2] if len(spans) >= 2 else 0)
+        buffer_channel = lead * buffer_rows * row_stride
+        columns = _round_up((rows - 1) * row_stride + cols, panel)
+        return _TileShape(rows, cols, row_stride, columns, panel, buffer_channel,
+                          chunk * buffer_channel + panel)
+    columns = rows * cols
+    return _TileShape(rows, cols, cols, columns, columns, 0, chunk * taps * columns)
+
+
+def _choose_tile(extents, spans, chunk, taps, panel, budget):
+    """The tile with the most whole rows whose operand fits ``budget`` elements.
+
+    Rows are equalised over the tiles of an axis; when a single row is over
+    budget, columns are split in whole panels.
+    """
+    grid_rows = extents[-2] if len(extents) >= 2 else 1
+    quantum = panel or MIN_TILE
+    rows, cols = grid_rows, extents[-1]
+    while True:
+        tile = _tile_shape(spans, rows, cols, chunk, taps, panel)
+        if tile.operand <= budget:
+            break
+        if rows > 1:
+            rows = max(1, min(rows - 1, rows * budget // tile.operand))
+            continue
+        smaller = max(quantum, _round_up(cols * budget // tile.operand, quantum))
+        if smaller >= cols:
+            break
+        cols = smaller
+    row_tiles = -(-grid_rows // rows)
+    return _tile_shape(spans, -(-grid_rows // row_tiles), cols, chunk, taps, panel)
+
+
+def _buffer_offsets(stack, spans, tile, chunk):
+    """Offset of each (channel, tap) row inside a tile buffer (taps in C order)."""
+    ndim = len(stack)
+    dims = [span + 1 for span in spans[:-2]]
+    if ndim >= 2:
+        dims.append(tile.rows + spans[-2])
+    dims.append(tile.row_stride)
+    strides = [math.prod(dims[a + 1:]) for a in range(ndim)]
+    taps = [
+        sum((span + offset) * stride for span, offset, stride in zip(spans, choice, strides))
+        for choice in itertools.product(*(group.offsets for group in stack))
+    ]
+    return [c * tile.buffer_channel + tap for c in range(chunk) for tap in taps]
+
+
 @functools.lru_cache(maxsize=128)
-def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel):
+def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize):
     """Plan the GEMM engine for ``batch`` images of ``groups`` groups.
 
     ``row_block`` (MR) and ``panel`` (NR) are the micro-kernel's block shape;
-    0 means one block of all rows and one panel per tile (the BLAS backend).
+    0 means one block of all rows and one im2col panel per tile (the BLAS
+    backend).  ``itemsize`` is that of the accumulation type.
     """
     per_axis = geometry_phases(geometry)
     grouped = [axis_groups(phases) for phases in per_axis]
     needs_fill = any(not phase.taps for phases in per_axis for phase in phases)
     ndim = geometry.ndim
-    stack_rows, axes_rows, offset_rows, phase_rows, kernel_index, items = [], [], [], [], [], []
-    packed = gather = product = 0
-    for index, stack in enumerate(itertools.product(*grouped)):
+    stacks = list(itertools.product(*grouped))
+    min_items = -(-MIN_WORK_ITEMS // max(1, batch * groups * len(stacks)))
+    stack_rows, axes_rows, offset_rows, buffer_rows, phase_rows = [], [], [], [], []
+    kernel_index, item_counts = [], []
+    packed = operand = product = depth_max = 0
+    for stack in stacks:
         taps = math.prod(len(group.offsets) for group in stack)
         phase_count = math.prod(len(group.phases) for group in stack)
-        positions = math.prod(group.extent for group in stack)
         rows = phase_count * mg
         block = row_block or rows
-        padded_rows = _round_up(rows, block)
-        chunk, width = _tile_shape(rows, taps, cg, positions, panel)
-        panel_width = panel or width
+        blocks = -(-rows // block)
+        chunk = max(1, min(cg, MAX_DEPTH // taps))
+        depth_max = max(depth_max, chunk * taps)
+        extents = [group.extent for group in stack]
+        spans = [-min(group.offsets) for group in stack]
+        tile = _choose_tile(extents, spans, chunk, taps, panel, OPERAND_BYTES // itemsize)
+        row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
+        col_tiles = -(-extents[-1] // tile.cols)
+        tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+        # split the row blocks of a tile into groups, for a product buffer of
+        # bounded size and enough work items to share; each group repeats the
+        # tile's buffer fill and panel packing, so groups keep >= 8 blocks
+        row_groups = max(min(-(-min_items // tiles), blocks // 8),
+                         -(-blocks * block * tile.columns * itemsize // PRODUCT_BYTES))
+        row_groups = max(1, min(blocks, row_groups)) if row_block else 1
+        group_blocks = -(-blocks // row_groups)
+        row_groups = -(-blocks // group_blocks)
         identity = (
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
-            and tuple(group.extent for group in stack) == geometry.input_shape
+            and tuple(extents) == geometry.input_shape
         )
-        stack_rows.append(
-            [taps, phase_count, positions, width, chunk, len(offset_rows), len(phase_rows),
-             packed, padded_rows * cg * taps, int(identity), padded_rows, block, panel_width]
-        )
-        axes_rows.append([[group.first, group.extent] for group in stack])
+        stack_rows.append([
+            taps, phase_count, tiles * row_groups, tile.columns, chunk, len(offset_rows),
+            len(phase_rows), packed, rows * cg * taps, int(identity), rows, block, tile.panel,
+            tile.rows, tile.cols, row_tiles, col_tiles, tile.row_stride, len(buffer_rows),
+            row_groups, group_blocks,
+        ])
+        axes_rows.append([[group.first, group.extent, span] for group, span in zip(stack, spans)])
         for choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
             offset_rows.append([group.offsets[j] for group, j in zip(stack, choice)])
+        if panel:
+            buffer_rows.extend(_buffer_offsets(stack, spans, tile, chunk))
         kernels = np.empty((phase_count, taps, ndim), dtype=np.intp)
         for rho, phase_choice in enumerate(
             itertools.product(*(range(len(group.phases)) for group in stack))
@@ -198,28 +286,31 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel):
                     for group, p, t in zip(stack, phase_choice, tap_choice)
                 ]
         kernel_index.append(kernels)
-        packed += padded_rows * cg * taps * groups
-        gather = max(gather, chunk * taps * _round_up(width, panel_width))
-        product = max(product, padded_rows * _round_up(width, panel_width))
-        tiles = -(-positions // width)
-        items.append((index, tiles))
+        packed += rows * cg * taps * groups
+        operand = max(operand, tile.operand)
+        product = max(product, min(rows, group_blocks * block) * tile.columns)
+        item_counts.append(tiles * row_groups)
     work = [
-        (image, group, stack, tile)
+        (image, group, stack, item)
         for image in range(batch)
         for group in range(groups)
-        for stack, tiles in items
-        for tile in range(tiles)
+        for stack, count in enumerate(item_counts)
+        for item in range(count)
     ]
     return GemmPlan(
         stacks=_intp(stack_rows, (len(stack_rows), STACK_FIELDS)),
-        stack_axes=_intp(axes_rows, (len(axes_rows), ndim, 2)),
+        stack_axes=_intp(axes_rows, (len(axes_rows), ndim, 3)),
         tap_offsets=_intp(offset_rows, (len(offset_rows), ndim)),
+        buffer_offsets=_intp(buffer_rows or [0]),
         phases=_intp(phase_rows, (len(phase_rows), ndim, 3)),
         kernel_index=tuple(kernel_index),
         items=_intp(work, (len(work), 4)),
         packed_size=packed,
-        gather_capacity=gather,
-        workspace_per_thread=gather + product,
+        operand_capacity=operand,
+        product_capacity=product,
+        panel_offsets=_intp([k * panel for k in range(max(1, depth_max))]),
+        # + a packed B panel, and room to align it to 64 bytes
+        workspace_per_thread=operand + product + depth_max * panel + 64 // itemsize,
         needs_fill=needs_fill,
     )
 

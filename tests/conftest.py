@@ -21,7 +21,8 @@ settings.load_profile("default")
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiny GEMM tiles and K chunks, so small problems cross tile and chunk edges."""
-    monkeypatch.setattr(_plan, "TILE_BUDGET", 40)
+    monkeypatch.setattr(_plan, "OPERAND_BYTES", 160)
+    monkeypatch.setattr(_plan, "PRODUCT_BYTES", 160)
     monkeypatch.setattr(_plan, "MAX_DEPTH", 3)
     monkeypatch.setattr(_plan, "MIN_TILE", 3)
     _plan.gemm_plan.cache_clear()
