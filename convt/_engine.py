@@ -9,7 +9,7 @@ import numpy as np
 from . import _kernels
 from ._arrays import ACCUMULATION_DTYPE, STORAGE_KIND, element_strides
 from ._blas import controller as blas_controller
-from ._plan import STACK_ROW_BLOCK, STACK_WEIGHTS, direct_plan, gemm_plan
+from ._plan import STACK_BLOCKS, STACK_WEIGHTS, direct_plan, gemm_plan
 
 # Upper bound on OpenMP threads: more would only add workspace, never speed.
 MAX_THREADS = 256
@@ -98,7 +98,7 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
         info = plan.stacks[stack]
         _kernels.pack_weights(
             w, kind, w_strides, packed, int(info[STACK_WEIGHTS]), group, cg, mg,
-            phase_count, taps, offsets, int(info[STACK_ROW_BLOCK]), threads,
+            phase_count, taps, offsets, int(info[STACK_BLOCKS]), threads,
         )
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
     scratch = np.zeros((threads, geometry.ndim), dtype=np.intp)

@@ -80,7 +80,7 @@ cdef enum:
     STACK_GROUP_SIZE = 8   # packed weight elements per group
     STACK_IDENTITY = 9     # 1 if the im2col of a tile is the input itself
     STACK_ROWS = 10        # rows: stacked phases x output channels of a group
-    STACK_ROW_BLOCK = 11   # rows per micro-kernel block (all rows for BLAS)
+    STACK_BLOCKS = 11      # row blocks of at most MR rows, balanced (1 for BLAS)
     STACK_PANEL = 12       # positions per micro-kernel call (the tile for BLAS)
     STACK_TILE_ROWS = 13   # grid rows (axis ndim - 2) per tile
     STACK_TILE_COLS = 14   # grid columns (last axis) per tile
@@ -218,12 +218,30 @@ cdef struct GemmArgs:
     bint input_is_tile               # x holds acc_t values, spatially C-contiguous
 
 
+cdef inline Py_ssize_t block_start(Py_ssize_t block, Py_ssize_t rows,
+                                   Py_ssize_t blocks) noexcept nogil:
+    """First row of a block: rows are spread over blocks as evenly as possible, so
+    no block is much narrower than the kernel's MR (a 2-row kernel is half as fast)."""
+    return block * (rows // blocks) + min(block, rows % blocks)
+
+
+cdef inline Py_ssize_t block_of(Py_ssize_t row, Py_ssize_t rows, Py_ssize_t blocks) noexcept nogil:
+    """The block holding ``row`` (inverse of block_start)."""
+    cdef Py_ssize_t base = rows // blocks
+    cdef Py_ssize_t wide = (rows % blocks) * (base + 1)
+    if row < wide:
+        return row // (base + 1)
+    return rows % blocks + (row - wide) // base
+
+
 cdef struct TileSpan:
     Py_ssize_t y                     # first grid coordinate on axis ndim - 2 (0 in 1-D)
     Py_ssize_t rows
     Py_ssize_t x                     # first grid coordinate on the last axis
     Py_ssize_t cols
-    Py_ssize_t first_row             # product rows [first_row, end_row) of this item
+    Py_ssize_t first_block           # row blocks [first_block, end_block) of this item
+    Py_ssize_t end_block
+    Py_ssize_t first_row             # their rows [first_row, end_row)
     Py_ssize_t end_row
 
 
@@ -246,7 +264,6 @@ cdef TileSpan decode_tile(const GemmArgs* args, const Py_ssize_t* info,
     product rows, and in ``lead`` the grid coordinates of its leading axes (all
     axes before the last two)."""
     cdef int last = args.ndim - 1
-    cdef Py_ssize_t group_rows = info[STACK_GROUP_BLOCKS] * info[STACK_ROW_BLOCK]
     cdef Py_ssize_t row_group = index % info[STACK_ROW_GROUPS]
     index = index // info[STACK_ROW_GROUPS]
     cdef Py_ssize_t column_tile = index % info[STACK_COL_TILES]
@@ -255,8 +272,10 @@ cdef TileSpan decode_tile(const GemmArgs* args, const Py_ssize_t* info,
     cdef Py_ssize_t plane = rest // info[STACK_ROW_TILES]
     cdef TileSpan tile
     cdef int a
-    tile.first_row = row_group * group_rows
-    tile.end_row = min(info[STACK_ROWS], tile.first_row + group_rows)
+    tile.first_block = row_group * info[STACK_GROUP_BLOCKS]
+    tile.end_block = min(info[STACK_BLOCKS], tile.first_block + info[STACK_GROUP_BLOCKS])
+    tile.first_row = block_start(tile.first_block, info[STACK_ROWS], info[STACK_BLOCKS])
+    tile.end_row = block_start(tile.end_block, info[STACK_ROWS], info[STACK_BLOCKS])
     tile.x = axes[3 * last] + column_tile * info[STACK_TILE_COLS]
     tile.cols = min(info[STACK_TILE_COLS], axes[3 * last + 1] - column_tile * info[STACK_TILE_COLS])
     if last >= 1:
@@ -450,34 +469,35 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
                         acc_t* panel_buffer) noexcept nogil:
     """product[item rows, :used] (+)= weights[item rows, k_begin:k_begin + k_depth] @ operand.
 
-    Weights are packed in blocks of STACK_ROW_BLOCK rows, [block][depth][rows of
-    the block]; only the last block may be narrower.  With enough row blocks to
+    Weights are packed by row block, [block][depth][rows of the block] (see
+    block_start).  With enough row blocks to
     share it, the first block's kernel also copies the panel's B rows into
     contiguous aligned rows that the other blocks read (the kernel is ~10%
     faster than on rows straddling cache lines).
     """
-    cdef Py_ssize_t block = info[STACK_ROW_BLOCK]
+    cdef Py_ssize_t rows = info[STACK_ROWS]
+    cdef Py_ssize_t blocks = info[STACK_BLOCKS]
     cdef Py_ssize_t panel = info[STACK_PANEL]
     cdef Py_ssize_t panels = (used + panel - 1) // panel
     cdef const Py_ssize_t* offsets = args.buffer_offsets + info[STACK_BUFFER_OFFSETS]
-    cdef bint pack = tile.end_row - tile.first_row >= PACK_MIN_BLOCKS * block
-    cdef Py_ssize_t row, p, width, kernel
+    cdef bint pack = tile.end_block - tile.first_block >= PACK_MIN_BLOCKS
+    cdef Py_ssize_t block, row, p, width, kernel
     cdef const acc_t* b
     cdef const Py_ssize_t* b_offsets
     cdef acc_t* pack_to
     if args.backend == CONVT_BACKEND_BLAS:
         # weights are one (rows x depth) column-major block, operand (used x k) col-major
-        blas_gemm(<int>used, <int>block, <int>k_depth, operand, <int>ld_operand,
-                  <acc_t*>weights + k_begin * block, <int>block,
+        blas_gemm(<int>used, <int>rows, <int>k_depth, operand, <int>ld_operand,
+                  <acc_t*>weights + k_begin * rows, <int>rows,
                   1 if accumulate else 0, product, <int>product_stride)
         return
     for p in range(panels):
         b = operand + p * panel
         b_offsets = offsets
         pack_to = panel_buffer if pack else NULL
-        row = tile.first_row
-        while row < tile.end_row:
-            width = min(block, info[STACK_ROWS] - row)
+        for block in range(tile.first_block, tile.end_block):
+            row = block_start(block, rows, blocks)
+            width = block_start(block + 1, rows, blocks) - row
             kernel = (CONVT_MR if pack_to != NULL else 0) + width - 1
             if acc_t is float:
                 args.kernel_f32[kernel](
@@ -494,7 +514,6 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
                 b = panel_buffer
                 b_offsets = args.panel_offsets
                 pack_to = NULL
-            row = row + width
 
 
 cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
@@ -645,10 +664,10 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
 cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides,
                              acc_t* packed, Py_ssize_t groups, Py_ssize_t cg,
                              Py_ssize_t mg, Py_ssize_t phase_count, Py_ssize_t taps,
-                             const Py_ssize_t* kernel_offsets, Py_ssize_t block,
+                             const Py_ssize_t* kernel_offsets, Py_ssize_t blocks,
                              int num_threads) noexcept nogil:
-    """packed[g] = rows r = (rho, m) in blocks of ``block``: [block][(c, j)][r in block],
-    with w[g * cg + c, m, k(rho, j)]; the last block holds the remaining rows."""
+    """packed[g] = rows r = (rho, m) by row block (see block_start):
+    [block][(c, j)][r in block], with w[g * cg + c, m, k(rho, j)]."""
     cdef Py_ssize_t depth = cg * taps
     cdef Py_ssize_t rows = phase_count * mg
     cdef Py_ssize_t group_size = rows * depth
@@ -657,8 +676,9 @@ cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_stride
     for task in prange(groups * rows, num_threads=num_threads, schedule="static"):
         g = task // rows
         row = task - g * rows
-        first = row - row % block
-        width = min(block, rows - first)
+        first = block_of(row, rows, blocks)
+        width = block_start(first + 1, rows, blocks) - block_start(first, rows, blocks)
+        first = block_start(first, rows, blocks)
         dst = packed + g * group_size + first * depth + row - first
         rho = row // mg
         m = row - rho * mg
@@ -672,12 +692,12 @@ cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_stride
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
                  Py_ssize_t start, Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
                  Py_ssize_t phase_count, Py_ssize_t taps, cnp.ndarray kernel_offsets,
-                 Py_ssize_t block, int num_threads):
+                 Py_ssize_t blocks, int num_threads):
     """Pack the weights of one stack, for every group, at ``packed[start:]``.
 
     ``kernel_offsets[rho * taps + j]`` is the element offset of tap ``j`` of
-    stacked phase ``rho`` inside one (c, m) kernel of ``w``; rows are grouped in
-    blocks of ``block`` (the micro-kernel's MR, or all rows for BLAS).
+    stacked phase ``rho`` inside one (c, m) kernel of ``w``; rows are spread over
+    ``blocks`` row blocks (of at most the micro-kernel's MR rows; 1 for BLAS).
     """
     cdef const char* w_data = <const char*>cnp.PyArray_DATA(w)
     cdef const Py_ssize_t* strides = intp_data(w_strides)
@@ -685,11 +705,11 @@ def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray pac
     if packed.dtype.itemsize == 4:
         with nogil:
             pack_weights_typed(w_data, kind, strides, <float*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets, block, num_threads)
+                               groups, cg, mg, phase_count, taps, offsets, blocks, num_threads)
     else:
         with nogil:
             pack_weights_typed(w_data, kind, strides, <double*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets, block, num_threads)
+                               groups, cg, mg, phase_count, taps, offsets, blocks, num_threads)
 
 
 # --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ MIN_TILE = 16
 MIN_WORK_ITEMS = 24
 # Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
 STACK_FIELDS = 21
-STACK_WEIGHTS, STACK_ROW_BLOCK = 7, 11
+STACK_WEIGHTS, STACK_BLOCKS = 7, 11
 
 
 @dataclass(frozen=True)
@@ -248,7 +248,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize):
         # bounded size and enough work items to share; each group repeats the
         # tile's buffer fill and panel packing, so groups keep >= 8 blocks
         row_groups = max(min(-(-min_items // tiles), blocks // 8),
-                         -(-blocks * block * tile.columns * itemsize // PRODUCT_BYTES))
+                         -(-rows * tile.columns * itemsize // PRODUCT_BYTES))
         row_groups = max(1, min(blocks, row_groups)) if row_block else 1
         group_blocks = -(-blocks // row_groups)
         row_groups = -(-blocks // group_blocks)
@@ -259,7 +259,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize):
         )
         stack_rows.append([
             taps, phase_count, tiles * row_groups, tile.columns, chunk, len(offset_rows),
-            len(phase_rows), packed, rows * cg * taps, int(identity), rows, block, tile.panel,
+            len(phase_rows), packed, rows * cg * taps, int(identity), rows, blocks, tile.panel,
             tile.rows, tile.cols, row_tiles, col_tiles, tile.row_stride, len(buffer_rows),
             row_groups, group_blocks,
         ])
@@ -288,6 +288,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize):
         kernel_index.append(kernels)
         packed += rows * cg * taps * groups
         operand = max(operand, tile.operand)
+        # a group's rows: group_blocks blocks of at most `block` rows each
         product = max(product, min(rows, group_blocks * block) * tile.columns)
         item_counts.append(tiles * row_groups)
     work = [
