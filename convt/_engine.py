@@ -76,7 +76,7 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None)
     if engine == "gemm":
         _run_gemm(x, w, b, y, geometry, group, num_threads, backend or default_backend())
     else:
-        _run_direct(x, w, b, y, geometry, group, num_threads)
+        _run_direct(x, w, b, y, geometry, group, num_threads, backend or default_backend())
     return y
 
 
@@ -114,16 +114,21 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
         )
 
 
-def _run_direct(x, w, b, y, geometry, group, num_threads):
+def _run_direct(x, w, b, y, geometry, group, num_threads, backend):
     batch, channels = x.shape[:2]
     out_channels = y.shape[1]
     acc = ACCUMULATION_DTYPE[x.dtype]
     plan = direct_plan(geometry, batch, out_channels)
     threads = resolve_threads(num_threads, plan.rows)
-    workspace = np.empty((threads, plan.row_buffers + geometry.input_shape[-1]), dtype=acc)
-    scratch = np.zeros((threads, 2 * geometry.ndim), dtype=np.intp)
+    floats, ints = _kernels.direct_workspace(
+        plan.row_buffers, geometry.input_shape[-1], plan.tap_kernel.shape[2], geometry.ndim)
+    workspace = np.empty((threads, floats), dtype=acc)
+    scratch = np.zeros((threads, ints), dtype=np.intp)
+    # the portable phase kernel stands in for BLAS, which the direct engine does not use
+    backend_id = _kernels.backend_shape("portable" if backend == "blas" else backend,
+                                        acc == np.float64)[0]
     _kernels.run_direct(
-        x, w, y, b, STORAGE_KIND[x.dtype],
+        x, w, y, b, STORAGE_KIND[x.dtype], backend_id,
         element_strides(x), element_strides(w), element_strides(y),
         np.array(geometry.input_shape, dtype=np.intp),
         np.array(geometry.output_shape, dtype=np.intp),

@@ -48,6 +48,21 @@ cdef extern from "_microkernels.h" nogil:
     convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
     convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
 
+cdef extern from "_direct.h" nogil:
+    ctypedef void (*convt_phase_f32)(Py_ssize_t, const float* const*, const float*,
+                                     Py_ssize_t, const Py_ssize_t*, Py_ssize_t, Py_ssize_t,
+                                     float*, int)
+    ctypedef void (*convt_phase_f64)(Py_ssize_t, const double* const*, const double*,
+                                     Py_ssize_t, const Py_ssize_t*, Py_ssize_t, Py_ssize_t,
+                                     double*, int)
+    convt_phase_f32 convt_direct_f32(int backend)
+    convt_phase_f64 convt_direct_f64(int backend)
+    ctypedef void (*convt_interleave_f32)(float*, const float*, const float*, Py_ssize_t, float)
+    ctypedef void (*convt_interleave_f64)(double*, const double*, const double*, Py_ssize_t,
+                                          double)
+    convt_interleave_f32 convt_interleave_for_f32(int backend)
+    convt_interleave_f64 convt_interleave_for_f64(int backend)
+
 cdef extern from "_support.h" nogil:
     float convt_half_to_float(uint16_t half)
     uint16_t convt_float_to_half(float value)
@@ -716,9 +731,19 @@ def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray pac
 # Direct engine
 # --------------------------------------------------------------------------
 
+# Source rows (input channel x leading-axis taps) summed per phase-kernel call;
+# bounds the per-thread buffers whatever the channel count or kernel size.
+cdef enum:
+    MAX_SOURCES = 16
+
+
 cdef struct DirectArgs:
     int ndim
     int kind
+    convt_phase_f32 phase_f32        # row-phase kernels of the chosen backend
+    convt_phase_f64 phase_f64
+    convt_interleave_f32 interleave_f32  # stride-2 stores of the chosen backend
+    convt_interleave_f64 interleave_f64
     const char* x
     const char* w
     char* y
@@ -740,46 +765,62 @@ cdef struct DirectArgs:
     Py_ssize_t phase_length          # row buffer length of one last-axis phase
 
 
-cdef void accumulate_source(const DirectArgs* args, const acc_t* x_row,
-                            const char* w_row, acc_t* rows) noexcept nogil:
-    """rows[phase][t] += w[k] * x_row[t + offset(k)] for every last-axis tap."""
+cdef struct DirectScratch:
+    # accumulation-type buffers (float or double, as the caller's acc_t)
+    void* x_rows                     # [MAX_SOURCES][in_size[-1]]: converted input rows
+    void* weights                    # [MAX_SOURCES][max_taps]: one phase's weights
+    void** sources                   # [MAX_SOURCES] input rows of the batch
+    Py_ssize_t* w_offsets            # [MAX_SOURCES] their kernel rows in w
+    Py_ssize_t* out_index            # [ndim]
+    Py_ssize_t* tap                  # [ndim]
+
+
+cdef void flush_sources(const DirectArgs* args, const DirectScratch* scratch, acc_t* rows,
+                        Py_ssize_t count, bint accumulate) noexcept nogil:
+    """Add the batch of ``count`` source rows to every last-axis phase of ``rows``."""
     cdef int last = args.ndim - 1
+    cdef acc_t* weights = <acc_t*>scratch.weights
+    cdef const acc_t** sources = <const acc_t**>scratch.sources
     cdef Py_ssize_t stride = args.conv_stride[last]
     cdef Py_ssize_t out_size = args.out_size[last]
-    cdef Py_ssize_t in_size = args.in_size[last]
-    cdef Py_ssize_t table = last * args.max_stride
-    cdef Py_ssize_t residue, j, k, offset, count, t, lo, hi
-    cdef acc_t weight
-    cdef acc_t* dst
-    cdef const acc_t* src
+    cdef Py_ssize_t table, taps, residue, s, j
     for residue in range(min(stride, out_size)):
-        count = (out_size - residue + stride - 1) // stride
-        dst = rows + residue * args.phase_length
-        for j in range(args.tap_count[table + residue]):
-            k = args.tap_kernel[(table + residue) * args.max_taps + j]
-            offset = args.tap_offset[(table + residue) * args.max_taps + j]
-            weight = <acc_t>load_double(w_row, k * args.w_strides[2 + last], args.kind)
-            lo = max(0, -offset)
-            hi = min(count, in_size - offset)
-            src = x_row + offset
-            for t in range(lo, hi):
-                dst[t] = dst[t] + weight * src[t]
+        table = (last * args.max_stride + residue) * args.max_taps
+        taps = args.tap_count[last * args.max_stride + residue]
+        for s in range(count):
+            for j in range(taps):
+                weights[s * taps + j] = <acc_t>load_double(
+                    args.w, scratch.w_offsets[s] + args.tap_kernel[table + j] * args.w_strides[2 + last],
+                    args.kind)
+        if acc_t is float:
+            args.phase_f32(count, sources, weights, taps, args.tap_offset + table,
+                           args.in_size[last], (out_size - residue + stride - 1) // stride,
+                           rows + residue * args.phase_length, accumulate)
+        else:
+            args.phase_f64(count, sources, weights, taps, args.tap_offset + table,
+                           args.in_size[last], (out_size - residue + stride - 1) // stride,
+                           rows + residue * args.phase_length, accumulate)
 
 
-cdef void direct_row(const DirectArgs* args, Py_ssize_t row, acc_t* rows,
-                     acc_t* x_buffer, Py_ssize_t* scratch) noexcept nogil:
-    """Compute one output row y[n, m, o_0, ..., o_{last-1}, :]."""
+cdef void direct_row(const DirectArgs* args, Py_ssize_t row, const DirectScratch* scratch,
+                     acc_t* rows) noexcept nogil:
+    """Compute one output row y[n, m, o_0, ..., o_{last-1}, :].
+
+    Every (input channel, leading-axis tap) pair whose input row exists is a
+    source; sources are summed in batches by the row-phase kernels.
+    """
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
     cdef int kind = args.kind
-    cdef Py_ssize_t* out_index = scratch
-    cdef Py_ssize_t* tap = scratch + ndim
+    cdef Py_ssize_t* out_index = scratch.out_index
+    cdef Py_ssize_t* tap = scratch.tap
+    cdef acc_t* x_rows = <acc_t*>scratch.x_rows
+    cdef const acc_t** sources = <const acc_t**>scratch.sources
     cdef Py_ssize_t remaining = row
     cdef Py_ssize_t image, m, group, m_local, c, channel, x_offset, w_offset, y_offset
-    cdef Py_ssize_t residue, index, entry, t, count
+    cdef Py_ssize_t residue, index, entry, count, batch
     cdef int a
-    cdef bint skip, more
-    cdef const acc_t* x_row
+    cdef bint skip, more, flushed
     cdef acc_t bias
     for a in range(last - 1, -1, -1):
         out_index[a] = remaining % args.out_size[a]
@@ -788,14 +829,14 @@ cdef void direct_row(const DirectArgs* args, Py_ssize_t row, acc_t* rows,
     image = remaining // args.m_total
     group = m // args.mg
     m_local = m - group * args.mg
-    memset(rows, 0, min(args.conv_stride[last], args.out_size[last]) * args.phase_length
-           * sizeof(acc_t))
     skip = False
     for a in range(last):
         residue = out_index[a] % args.conv_stride[a]
         if args.tap_count[a * args.max_stride + residue] == 0:
             skip = True
         tap[a] = 0
+    batch = 0
+    flushed = False
     for c in range(args.cg if not skip else 0):
         channel = group * args.cg + c
         more = True
@@ -816,12 +857,17 @@ cdef void direct_row(const DirectArgs* args, Py_ssize_t row, acc_t* rows,
             if not skip:
                 if (acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64) \
                         and args.x_strides[2 + last] == 1:
-                    x_row = <const acc_t*>element(args.x, x_offset, kind)
+                    sources[batch] = <const acc_t*>element(args.x, x_offset, kind)
                 else:
-                    load_run(x_buffer, element(args.x, x_offset, kind),
+                    load_run(x_rows + batch * args.in_size[last], element(args.x, x_offset, kind),
                              args.x_strides[2 + last], args.in_size[last], kind)
-                    x_row = x_buffer
-                accumulate_source(args, x_row, element(args.w, w_offset, kind), rows)
+                    sources[batch] = x_rows + batch * args.in_size[last]
+                scratch.w_offsets[batch] = w_offset
+                batch = batch + 1
+                if batch == MAX_SOURCES:
+                    flush_sources(args, scratch, rows, batch, flushed)
+                    flushed = True
+                    batch = 0
             # advance the odometer over leading taps
             more = False
             for a in range(last - 1, -1, -1):
@@ -831,46 +877,95 @@ cdef void direct_row(const DirectArgs* args, Py_ssize_t row, acc_t* rows,
                     more = True
                     break
                 tap[a] = 0
+    if batch or not flushed:
+        flush_sources(args, scratch, rows, batch, flushed)  # no sources at all: zeros
     y_offset = image * args.y_strides[0] + m * args.y_strides[1]
     for a in range(last):
         y_offset = y_offset + out_index[a] * args.y_strides[2 + a]
     bias = bias_of(args.bias, m, kind, rows)
-    for residue in range(min(args.conv_stride[last], args.out_size[last])):
-        count = (args.out_size[last] - residue + args.conv_stride[last] - 1) // args.conv_stride[last]
-        store_run(<char*>element(args.y, y_offset + residue * args.y_strides[2 + last], kind),
-                  args.conv_stride[last] * args.y_strides[2 + last],
+    store_row(args, rows, y_offset, bias)
+
+
+cdef void store_row(const DirectArgs* args, const acc_t* rows, Py_ssize_t y_offset,
+                    acc_t bias) noexcept nogil:
+    """y row = its last-axis phases + bias; stride 2 into a contiguous row interleaves
+    the two phases with vector shuffles, anything else stores each phase strided."""
+    cdef int last = args.ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t stride = args.conv_stride[last]
+    cdef Py_ssize_t out_size = args.out_size[last]
+    cdef Py_ssize_t step = args.y_strides[2 + last]
+    cdef Py_ssize_t residue, count, pairs = out_size // 2
+    if stride == 2 and step == 1 and pairs > 0 and (
+            acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64):
+        if acc_t is float:
+            args.interleave_f32(<float*>element(args.y, y_offset, kind), rows,
+                                rows + args.phase_length, pairs, bias)
+        else:
+            args.interleave_f64(<double*>element(args.y, y_offset, kind), rows,
+                                rows + args.phase_length, pairs, bias)
+        if out_size % 2:
+            store_run(<char*>element(args.y, y_offset + 2 * pairs, kind), 1,
+                      rows + pairs, 1, bias, kind)
+        return
+    for residue in range(min(stride, out_size)):
+        count = (out_size - residue + stride - 1) // stride
+        store_run(<char*>element(args.y, y_offset + residue * step, kind), stride * step,
                   rows + residue * args.phase_length, count, bias, kind)
 
 
-cdef void direct_engine(const DirectArgs* args, Py_ssize_t n_rows, acc_t* workspace,
-                        Py_ssize_t workspace_stride, Py_ssize_t* scratch,
-                        int num_threads) noexcept nogil:
-    cdef Py_ssize_t row
-    cdef int thread
+cdef void direct_row_in(const DirectArgs* args, Py_ssize_t row, acc_t* workspace,
+                        Py_ssize_t* ints) noexcept nogil:
+    """direct_row with one thread's workspace laid out as DirectScratch."""
     cdef int last = args.ndim - 1
     cdef Py_ssize_t row_buffers = min(args.conv_stride[last], args.out_size[last]) * args.phase_length
+    cdef DirectScratch scratch
+    scratch.x_rows = workspace + row_buffers
+    scratch.weights = workspace + row_buffers + MAX_SOURCES * args.in_size[last]
+    scratch.out_index = ints
+    scratch.tap = ints + args.ndim
+    scratch.w_offsets = ints + 2 * args.ndim
+    scratch.sources = <void**>(ints + 2 * args.ndim + MAX_SOURCES)
+    direct_row(args, row, &scratch, workspace)
+
+
+cdef void direct_engine(const DirectArgs* args, Py_ssize_t n_rows, acc_t* workspace,
+                        Py_ssize_t workspace_stride, Py_ssize_t* ints,
+                        Py_ssize_t ints_stride, int num_threads) noexcept nogil:
+    cdef Py_ssize_t row
+    cdef int thread
     for row in prange(n_rows, num_threads=num_threads, schedule="static"):
         thread = convt_thread_num()
-        direct_row(args, row, workspace + thread * workspace_stride,
-                   workspace + thread * workspace_stride + row_buffers,
-                   scratch + thread * 2 * args.ndim)
+        direct_row_in(args, row, workspace + thread * workspace_stride,
+                      ints + thread * ints_stride)
+
+
+def direct_workspace(Py_ssize_t row_buffers, Py_ssize_t in_size_last, Py_ssize_t max_taps,
+                     Py_ssize_t ndim):
+    """(accumulation elements, intp elements) of one thread's direct-engine scratch."""
+    return (row_buffers + MAX_SOURCES * (in_size_last + max_taps),
+            2 * ndim + 2 * MAX_SOURCES)
 
 
 def run_direct(cnp.ndarray x, cnp.ndarray w, cnp.ndarray y, object bias, int kind,
-               cnp.ndarray x_strides, cnp.ndarray w_strides, cnp.ndarray y_strides,
-               cnp.ndarray in_size, cnp.ndarray out_size, cnp.ndarray conv_stride,
-               Py_ssize_t cg, Py_ssize_t mg, Py_ssize_t m_total,
+               int backend, cnp.ndarray x_strides, cnp.ndarray w_strides,
+               cnp.ndarray y_strides, cnp.ndarray in_size, cnp.ndarray out_size,
+               cnp.ndarray conv_stride, Py_ssize_t cg, Py_ssize_t mg, Py_ssize_t m_total,
                cnp.ndarray tap_count, cnp.ndarray tap_kernel, cnp.ndarray tap_offset,
                Py_ssize_t phase_length, cnp.ndarray workspace, cnp.ndarray scratch,
                Py_ssize_t n_rows, int num_threads):
     """Run the direct engine over ``n_rows`` output rows (tables from convt._plan).
 
-    ``workspace`` is (threads, stride * phase_length + in_size[-1]) of the
-    accumulation dtype; ``scratch`` is (threads, 2 * ndim) intp.
+    ``workspace`` and ``scratch`` are (threads, sizes from direct_workspace) of
+    the accumulation dtype and intp.
     """
     cdef DirectArgs args
     args.ndim = <int>in_size.shape[0]
     args.kind = kind
+    args.phase_f32 = convt_direct_f32(backend)
+    args.phase_f64 = convt_direct_f64(backend)
+    args.interleave_f32 = convt_interleave_for_f32(backend)
+    args.interleave_f64 = convt_interleave_for_f64(backend)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.w = <const char*>cnp.PyArray_DATA(w)
     args.y = <char*>cnp.PyArray_DATA(y)
@@ -891,12 +986,13 @@ def run_direct(cnp.ndarray x, cnp.ndarray w, cnp.ndarray y, object bias, int kin
     args.max_taps = tap_kernel.shape[2]
     args.phase_length = phase_length
     cdef Py_ssize_t stride = workspace.shape[1]
-    cdef Py_ssize_t* lead = <Py_ssize_t*>cnp.PyArray_DATA(scratch)
+    cdef Py_ssize_t ints_stride = scratch.shape[1]
+    cdef Py_ssize_t* ints = <Py_ssize_t*>cnp.PyArray_DATA(scratch)
     if workspace.dtype.itemsize == 4:
         with nogil:
             direct_engine(&args, n_rows, <float*>cnp.PyArray_DATA(workspace), stride,
-                          lead, num_threads)
+                          ints, ints_stride, num_threads)
     else:
         with nogil:
             direct_engine(&args, n_rows, <double*>cnp.PyArray_DATA(workspace), stride,
-                          lead, num_threads)
+                          ints, ints_stride, num_threads)
