@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 
 import numpy as np
@@ -9,7 +11,7 @@ import numpy as np
 from . import _kernels
 from ._arrays import ACCUMULATION_DTYPE, STORAGE_KIND, element_strides
 from ._blas import controller as blas_controller
-from ._plan import STACK_BLOCKS, STACK_WEIGHTS, direct_plan, gemm_plan
+from ._plan import direct_plan, gemm_plan
 
 # Upper bound on OpenMP threads: more would only add workspace, never speed.
 MAX_THREADS = 256
@@ -50,6 +52,7 @@ def choose_engine(geometry, cg, mg):
     return "gemm"
 
 
+@functools.cache
 def default_backend():
     """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS."""
     available = _kernels.available_backends()
@@ -90,27 +93,21 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
     if plan.needs_fill:
         fill_with_bias(y, b)
     threads = resolve_threads(num_threads, len(plan.items))
-    w_strides = element_strides(w)
     packed = np.empty(plan.packed_size, dtype=acc)
-    for stack, kernels in enumerate(plan.kernel_index):
-        phase_count, taps = kernels.shape[:2]
-        offsets = np.ascontiguousarray(kernels @ w_strides[2:], dtype=np.intp).reshape(-1)
-        info = plan.stacks[stack]
-        _kernels.pack_weights(
-            w, kind, w_strides, packed, int(info[STACK_WEIGHTS]), group, cg, mg,
-            phase_count, taps, offsets, int(info[STACK_BLOCKS]), threads,
-        )
+    _kernels.pack_weights(w, kind, element_strides(w), packed, plan.stacks, plan.kernel_index,
+                          group, cg, mg, threads)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
-    scratch = np.zeros((threads, geometry.ndim), dtype=np.intp)
-    input_is_tile = x.dtype == acc and _spatially_contiguous(x)
-    with blas_controller().single_threaded():
+    scratch = np.empty((threads, geometry.ndim), dtype=np.intp)
+    input_is_tile = backend == "blas" and x.dtype == acc and _spatially_contiguous(x)
+    # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
+    guard = blas_controller().single_threaded() if backend == "blas" else contextlib.nullcontext()
+    with guard:
         _kernels.run_gemm(
-            x, y, b, kind, backend_id, element_strides(x), element_strides(y),
-            np.array(geometry.input_shape, dtype=np.intp),
-            np.array(geometry.strides, dtype=np.intp), cg, mg,
-            plan.stacks, plan.stack_axes, plan.tap_offsets, plan.buffer_offsets, plan.phases,
-            plan.items, packed, workspace, scratch, plan.operand_capacity, plan.product_capacity,
-            plan.panel_offsets, input_is_tile, threads,
+            x, y, b, kind, backend_id, element_strides(x), element_strides(y), plan.in_size,
+            plan.conv_strides, cg, mg, plan.stacks, plan.stack_axes, plan.tap_offsets,
+            plan.buffer_offsets, plan.phases, plan.items, packed, workspace, scratch,
+            plan.operand_capacity, plan.product_capacity, plan.panel_offsets, input_is_tile,
+            threads,
         )
 
 

@@ -2,9 +2,49 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 
+import numpy as np
+
 from . import _arrays, _geometry, _validation
+
+
+def _frozen(value):
+    """A hashable snapshot of a parameter value that keeps every type, or None."""
+    if isinstance(value, np.ndarray):
+        return (np.ndarray, value.dtype.str, value.shape, tuple(value.ravel().tolist()))
+    if isinstance(value, (list, tuple)):
+        items = tuple(_frozen(item) for item in value)
+        return None if None in items else (type(value), items)
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return (type(value), value)
+
+
+_VALIDATED = {}
+_VALIDATED_LIMIT = 256
+
+
+def _validated(params):
+    """validate(params), memoised on a typed snapshot of the values.
+
+    The snapshot is taken on every call, so parameters changed in place (a list
+    edited after construction) are validated again.  Only valid combinations
+    are remembered.
+    """
+    snapshot = tuple(_frozen(value) for value in params.values())
+    if None in snapshot:
+        return _validation.validate(params)
+    attributes = _VALIDATED.get(snapshot)
+    if attributes is None:
+        attributes = _validation.validate(params)
+        if len(_VALIDATED) >= _VALIDATED_LIMIT:
+            _VALIDATED.clear()
+        _VALIDATED[snapshot] = attributes
+    return attributes
 
 
 class ConvTranspose:
@@ -94,12 +134,13 @@ class ConvTranspose:
         self._attributes()
 
     @classmethod
+    @functools.cache
     def _param_names(cls):
         signature = inspect.signature(cls.__init__)
-        return [name for name in signature.parameters if name != "self"]
+        return tuple(name for name in signature.parameters if name != "self")
 
     def _attributes(self):
-        return _validation.validate(self.get_params())
+        return _validated(self.get_params())
 
     def get_params(self, deep=True):
         """Parameters of this estimator, by name.

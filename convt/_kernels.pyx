@@ -306,15 +306,33 @@ cdef TileSpan decode_tile(const GemmArgs* args, const Py_ssize_t* info,
     return tile
 
 
+cdef inline void zero_run(acc_t* dst, Py_ssize_t count) noexcept nogil:
+    """dst[:count] = 0; halos are a few elements, where a loop beats a memset call."""
+    cdef Py_ssize_t i
+    if count > 32:
+        memset(dst, 0, count * sizeof(acc_t))
+    else:
+        for i in range(count):
+            dst[i] = 0
+
+
 cdef inline void fill_run(acc_t* dst, Py_ssize_t count, Py_ssize_t origin, Py_ssize_t size,
                           const char* x_row, Py_ssize_t step, int kind) noexcept nogil:
     """dst[i] = x_row[origin + i] where 0 <= origin + i < size, else 0 (x_row: index 0)."""
     cdef Py_ssize_t lo = min(max(0, -origin), count)
     cdef Py_ssize_t hi = max(lo, min(count, size - origin))
-    memset(dst, 0, lo * sizeof(acc_t))
-    if hi > lo:
+    cdef Py_ssize_t i
+    cdef const acc_t* same
+    zero_run(dst, lo)
+    if hi - lo <= 64 and step == 1 and (
+            acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64):
+        # short rows: an inline copy beats a memcpy call
+        same = <const acc_t*>element(x_row, origin + lo, kind)
+        for i in range(hi - lo):
+            dst[lo + i] = same[i]
+    elif hi > lo:
         load_run(dst + lo, element(x_row, (origin + lo) * step, kind), step, hi - lo, kind)
-    memset(dst + hi, 0, (count - hi) * sizeof(acc_t))
+    zero_run(dst + hi, count - hi)
 
 
 cdef void fill_buffer(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
@@ -676,55 +694,73 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
                         <double*>cnp.PyArray_DATA(workspace), stride, lead, num_threads)
 
 
-cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides,
-                             acc_t* packed, Py_ssize_t groups, Py_ssize_t cg,
-                             Py_ssize_t mg, Py_ssize_t phase_count, Py_ssize_t taps,
-                             const Py_ssize_t* kernel_offsets, Py_ssize_t blocks,
-                             int num_threads) noexcept nogil:
-    """packed[g] = rows r = (rho, m) by row block (see block_start):
-    [block][(c, j)][r in block], with w[g * cg + c, m, k(rho, j)]."""
-    cdef Py_ssize_t depth = cg * taps
-    cdef Py_ssize_t rows = phase_count * mg
-    cdef Py_ssize_t group_size = rows * depth
-    cdef Py_ssize_t task, g, row, rho, m, c, j, base, first, width
+cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides, int ndim,
+                             acc_t* packed, const Py_ssize_t* stacks, Py_ssize_t stack_count,
+                             const Py_ssize_t* kernel_index, Py_ssize_t groups,
+                             Py_ssize_t cg, Py_ssize_t mg, int num_threads) noexcept nogil:
+    """Pack the weights of every stack and group: rows r = (rho, m) by row block
+    (see block_start), [block][(c, j)][r in block], with w[g * cg + c, m, k(rho, j)].
+
+    ``kernel_index`` holds, stack after stack, the ndim kernel coordinates of
+    tap j of stacked phase rho at row rho * taps + j.
+    """
+    cdef Py_ssize_t total = 0
+    cdef Py_ssize_t s, task, local, g, row, rho, m, c, j, a, first, width, rows, blocks
+    cdef Py_ssize_t taps, depth, kernel_start, offset
+    cdef const Py_ssize_t* info
     cdef acc_t* dst
-    for task in prange(groups * rows, num_threads=num_threads, schedule="static"):
-        g = task // rows
-        row = task - g * rows
+    for s in range(stack_count):
+        total = total + groups * stacks[s * STACK_FIELDS + STACK_ROWS]
+    for task in prange(total, num_threads=num_threads, schedule="static"):
+        # find the task's stack; there are few stacks
+        local = task
+        kernel_start = 0
+        s = 0
+        while local >= groups * stacks[s * STACK_FIELDS + STACK_ROWS]:
+            local = local - groups * stacks[s * STACK_FIELDS + STACK_ROWS]
+            kernel_start = kernel_start + stacks[s * STACK_FIELDS + STACK_PHASES] \
+                * stacks[s * STACK_FIELDS + STACK_TAPS]
+            s = s + 1
+        info = stacks + s * STACK_FIELDS
+        rows = info[STACK_ROWS]
+        blocks = info[STACK_BLOCKS]
+        taps = info[STACK_TAPS]
+        depth = cg * taps
+        g = local // rows
+        row = local - g * rows
         first = block_of(row, rows, blocks)
         width = block_start(first + 1, rows, blocks) - block_start(first, rows, blocks)
         first = block_start(first, rows, blocks)
-        dst = packed + g * group_size + first * depth + row - first
+        dst = packed + info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] + first * depth + row - first
         rho = row // mg
         m = row - rho * mg
-        for c in range(cg):
-            base = (g * cg + c) * w_strides[0] + m * w_strides[1]
-            for j in range(taps):
-                dst[(c * taps + j) * width] = <acc_t>load_double(
-                    w, base + kernel_offsets[rho * taps + j], kind)
+        for j in range(taps):
+            offset = (g * cg) * w_strides[0] + m * w_strides[1]
+            for a in range(ndim):
+                offset = offset + kernel_index[(kernel_start + rho * taps + j) * ndim + a] \
+                    * w_strides[2 + a]
+            for c in range(cg):
+                dst[(c * taps + j) * width] = <acc_t>load_double(w, offset + c * w_strides[0], kind)
 
 
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
-                 Py_ssize_t start, Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
-                 Py_ssize_t phase_count, Py_ssize_t taps, cnp.ndarray kernel_offsets,
-                 Py_ssize_t blocks, int num_threads):
-    """Pack the weights of one stack, for every group, at ``packed[start:]``.
-
-    ``kernel_offsets[rho * taps + j]`` is the element offset of tap ``j`` of
-    stacked phase ``rho`` inside one (c, m) kernel of ``w``; rows are spread over
-    ``blocks`` row blocks (of at most the micro-kernel's MR rows; 1 for BLAS).
-    """
+                 cnp.ndarray stacks, cnp.ndarray kernel_index, Py_ssize_t groups,
+                 Py_ssize_t cg, Py_ssize_t mg, int num_threads):
+    """Pack the weights of every stack of a GEMM plan into ``packed`` (see pack_weights_typed)."""
     cdef const char* w_data = <const char*>cnp.PyArray_DATA(w)
     cdef const Py_ssize_t* strides = intp_data(w_strides)
-    cdef const Py_ssize_t* offsets = intp_data(kernel_offsets)
+    cdef const Py_ssize_t* table = intp_data(stacks)
+    cdef const Py_ssize_t* index = intp_data(kernel_index)
+    cdef Py_ssize_t stack_count = stacks.shape[0]
+    cdef int ndim = <int>(w.ndim - 2)
     if packed.dtype.itemsize == 4:
         with nogil:
-            pack_weights_typed(w_data, kind, strides, <float*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets, blocks, num_threads)
+            pack_weights_typed(w_data, kind, strides, ndim, <float*>cnp.PyArray_DATA(packed),
+                               table, stack_count, index, groups, cg, mg, num_threads)
     else:
         with nogil:
-            pack_weights_typed(w_data, kind, strides, <double*>cnp.PyArray_DATA(packed) + start,
-                               groups, cg, mg, phase_count, taps, offsets, blocks, num_threads)
+            pack_weights_typed(w_data, kind, strides, ndim, <double*>cnp.PyArray_DATA(packed),
+                               table, stack_count, index, groups, cg, mg, num_threads)
 
 
 # --------------------------------------------------------------------------

@@ -35,7 +35,6 @@ MIN_TILE = 16
 MIN_WORK_ITEMS = 24
 # Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
 STACK_FIELDS = 21
-STACK_WEIGHTS, STACK_BLOCKS = 7, 11
 
 
 @dataclass(frozen=True)
@@ -131,8 +130,10 @@ class GemmPlan:
     tap_offsets: np.ndarray     # (total taps, ndim): input offset of each tap
     buffer_offsets: np.ndarray  # (total K rows,): tap offsets inside a tile buffer
     phases: np.ndarray          # (total phases, ndim, 3): residue, shift, count
-    kernel_index: tuple         # per stack: (P, J, ndim) kernel coordinates
+    kernel_index: np.ndarray    # stack after stack, (P * J, ndim) kernel coordinates
     items: np.ndarray           # (n_items, 4): image, group, stack, tile
+    in_size: np.ndarray         # spatial input sizes
+    conv_strides: np.ndarray    # ConvTranspose strides
     packed_size: int
     operand_capacity: int       # elements of the per-thread gathered operand
     product_capacity: int       # elements of the per-thread product of one item
@@ -304,7 +305,10 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize):
         tap_offsets=_intp(offset_rows, (len(offset_rows), ndim)),
         buffer_offsets=_intp(buffer_rows or [0]),
         phases=_intp(phase_rows, (len(phase_rows), ndim, 3)),
-        kernel_index=tuple(kernel_index),
+        kernel_index=_intp([row for k in kernel_index for row in k.reshape(-1, ndim).tolist()],
+                           (-1, ndim)),
+        in_size=_intp(geometry.input_shape),
+        conv_strides=_intp(geometry.strides),
         items=_intp(work, (len(work), 4)),
         packed_size=packed,
         operand_capacity=operand,
