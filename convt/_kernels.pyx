@@ -32,6 +32,7 @@ cimport numpy as cnp
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 cnp.import_array()
+convt_detect_f16c()
 
 cdef extern from "_microkernels.h" nogil:
     ctypedef void (*convt_kernel_f32)(Py_ssize_t, int, const float*, const float*,
@@ -66,6 +67,10 @@ cdef extern from "_direct.h" nogil:
 cdef extern from "_support.h" nogil:
     float convt_half_to_float(uint16_t half)
     uint16_t convt_float_to_half(float value)
+    void convt_detect_f16c()
+    int convt_f16c
+    void convt_halves_to_floats(float* dst, const uint16_t* src, Py_ssize_t count)
+    void convt_floats_to_halves(uint16_t* dst, const float* src, Py_ssize_t count, float bias)
     int convt_thread_num()
     int convt_max_threads()
     int CONVT_HAVE_OPENMP
@@ -117,6 +122,13 @@ def _set_pack_min_blocks(Py_ssize_t blocks):
     PACK_MIN_BLOCKS = blocks
 
 
+def _use_f16c(bint enabled):
+    """Tests only: turn the F16C conversions off (or back on, where the CPU has them)."""
+    global convt_f16c
+    convt_detect_f16c()
+    convt_f16c = convt_f16c and enabled
+
+
 def openmp_enabled():
     """Whether the kernels were compiled with OpenMP."""
     return bool(CONVT_HAVE_OPENMP)
@@ -148,8 +160,11 @@ cdef inline void load_run(acc_t* dst, const char* src, Py_ssize_t step,
     cdef const double* doubles
     if kind == STORAGE_F16:
         halves = <const uint16_t*>src
-        for i in range(count):
-            dst[i] = convt_half_to_float(halves[i * step])
+        if acc_t is float and step == 1:
+            convt_halves_to_floats(dst, halves, count)
+        else:
+            for i in range(count):
+                dst[i] = convt_half_to_float(halves[i * step])
     elif kind == STORAGE_F32:
         floats = <const float*>src
         if acc_t is float and step == 1:
@@ -169,14 +184,27 @@ cdef inline void load_run(acc_t* dst, const char* src, Py_ssize_t step,
 cdef inline void store_run(char* dst, Py_ssize_t step, const acc_t* src,
                            Py_ssize_t count, acc_t bias, int kind) noexcept nogil:
     """dst[i * step] = src[i] + bias, rounded once to the storage type."""
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, done, chunk
     cdef uint16_t* halves
     cdef float* floats
     cdef double* doubles
+    cdef uint16_t converted[64]
     if kind == STORAGE_F16:
         halves = <uint16_t*>dst
-        for i in range(count):
-            halves[i * step] = convt_float_to_half(<float>(src[i] + bias))
+        if acc_t is float and step == 1:
+            convt_floats_to_halves(halves, src, count, bias)
+        elif acc_t is float:
+            # convert in vector-sized chunks, then place the halves with the stride
+            done = 0
+            while done < count:
+                chunk = min(64, count - done)
+                convt_floats_to_halves(converted, src + done, chunk, bias)
+                for i in range(chunk):
+                    halves[(done + i) * step] = converted[i]
+                done = done + chunk
+        else:
+            for i in range(count):
+                halves[i * step] = convt_float_to_half(<float>(src[i] + bias))
     elif kind == STORAGE_F32:
         floats = <float*>dst
         if step == 1:

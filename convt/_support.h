@@ -10,6 +10,7 @@
 #ifndef CONVT_SUPPORT_H
 #define CONVT_SUPPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -77,6 +78,92 @@ static inline uint16_t convt_float_to_half(float value)
         half = (uint16_t)(magnitude >> 13);
     }
     return (uint16_t)(half | sign);
+}
+
+/* Runs of conversions.  On x86-64 CPUs with F16C they convert 8 values per
+ * instruction (exactly, and rounding to nearest even like the scalar code;
+ * only NaN payloads may differ); elsewhere they loop over the scalar code. */
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#if defined(_MSC_VER)
+#include <intrin.h>
+#define CONVT_TARGET_F16C
+static int convt_cpu_has_f16c(void)
+{
+    int regs[4];
+    __cpuid(regs, 1);
+    return (regs[2] & (1 << 29)) && (regs[2] & (1 << 28)) && (regs[2] & (1 << 27))
+           && ((_xgetbv(0) & 6) == 6);
+}
+#else
+#include <cpuid.h>
+#define CONVT_TARGET_F16C __attribute__((target("avx,f16c")))
+static int convt_cpu_has_f16c(void)
+{
+    unsigned int a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!(c & (1u << 29)) || !(c & (1u << 28)) || !(c & (1u << 27))) return 0;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6) == 6;
+}
+#endif
+
+CONVT_TARGET_F16C static void convt_halves_to_floats_f16c(float *dst, const uint16_t *src,
+                                                          ptrdiff_t count)
+{
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < count; ++i) dst[i] = convt_half_to_float(src[i]);
+}
+
+CONVT_TARGET_F16C static void convt_floats_to_halves_f16c(uint16_t *dst, const float *src,
+                                                          ptrdiff_t count, float bias)
+{
+    __m256 b = _mm256_set1_ps(bias);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_add_ps(_mm256_loadu_ps(src + i), b),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < count; ++i) dst[i] = convt_float_to_half(src[i] + bias);
+}
+#endif
+
+/* Whether F16C may be used; set once by convt_detect_f16c() when the module loads. */
+static int convt_f16c = 0;
+
+static void convt_detect_f16c(void)
+{
+#if defined(__x86_64__) || defined(_M_X64)
+    convt_f16c = convt_cpu_has_f16c();
+#endif
+}
+
+/* dst[i] = float(src[i]) for a contiguous run. */
+static void convt_halves_to_floats(float *dst, const uint16_t *src, ptrdiff_t count)
+{
+    ptrdiff_t i;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (convt_f16c) {
+        convt_halves_to_floats_f16c(dst, src, count);
+        return;
+    }
+#endif
+    for (i = 0; i < count; ++i) dst[i] = convt_half_to_float(src[i]);
+}
+
+/* dst[i] = half(src[i] + bias), rounded to nearest even, for a contiguous run. */
+static void convt_floats_to_halves(uint16_t *dst, const float *src, ptrdiff_t count, float bias)
+{
+    ptrdiff_t i;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (convt_f16c) {
+        convt_floats_to_halves_f16c(dst, src, count, bias);
+        return;
+    }
+#endif
+    for (i = 0; i < count; ++i) dst[i] = convt_float_to_half(src[i] + bias);
 }
 
 #endif /* CONVT_SUPPORT_H */
