@@ -71,31 +71,42 @@ def axis_phases(in_size, kernel, stride, dilation, pad_begin, out_size):
     return tuple(phases)
 
 
+def _axis_group(pattern, entries):
+    first = min(shift for _, shift in entries)
+    end = max(shift + phase.count for phase, shift in entries)
+    return AxisGroup(
+        offsets=pattern,
+        phases=tuple(phase for phase, _ in entries),
+        shifts=tuple(shift for _, shift in entries),
+        first=first,
+        extent=end - first,
+    )
+
+
 def axis_groups(phases):
     """Group phases whose taps read the same offsets; phases without taps join no group.
 
-    Grouped phases share their position grid exactly (same pattern and shift),
-    so stacking them into one GEMM computes no position a phase does not need.
+    Stacked phases share one grid of positions ``u = t + shift``.  Phases with
+    different shifts are stacked while the union grid is at most 1/8 longer
+    than the longest phase: more rows per GEMM and one input tile for all of
+    them are worth far more than a few positions computed for nothing.
     """
-    members = {}
+    by_pattern = {}
     for phase in phases:
         if phase.taps:
             shift = phase.taps[0][1]
             pattern = tuple(offset - shift for _, offset in phase.taps)
-            members.setdefault((pattern, shift), []).append((phase, shift))
+            by_pattern.setdefault(pattern, []).append((phase, shift))
     groups = []
-    for (pattern, _), entries in members.items():
-        first = min(shift for _, shift in entries)
-        end = max(shift + phase.count for phase, shift in entries)
-        groups.append(
-            AxisGroup(
-                offsets=pattern,
-                phases=tuple(phase for phase, _ in entries),
-                shifts=tuple(shift for _, shift in entries),
-                first=first,
-                extent=end - first,
-            )
-        )
+    for pattern, entries in by_pattern.items():
+        union = _axis_group(pattern, entries)
+        if 8 * union.extent <= 9 * max(phase.count for phase, _ in entries):
+            groups.append(union)
+            continue
+        by_shift = {}
+        for phase, shift in entries:
+            by_shift.setdefault(shift, []).append((phase, shift))
+        groups.extend(_axis_group(pattern, members) for members in by_shift.values())
     return tuple(groups)
 
 
