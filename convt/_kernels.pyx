@@ -110,10 +110,20 @@ cdef enum:
     STACK_BUFFER_OFFSETS = 18  # start of this stack's rows in buffer_offsets
     STACK_ROW_GROUPS = 19  # groups the row blocks of a tile are split into
     STACK_GROUP_BLOCKS = 20  # row blocks per group
-    STACK_FIELDS = 21
+    STACK_SIBLINGS = 21    # stacked phases of the last axis (adjacent rows)
+    STACK_INTERLEAVE = 22  # 1 if they are all the residues of the last axis
+    STACK_FIELDS = 23
 
 # Row blocks an item needs before its B panels are worth packing contiguously.
 cdef Py_ssize_t PACK_MIN_BLOCKS = 4
+
+
+cdef bint USE_SIBLINGS = True
+
+
+def _set_siblings(bint on):
+    global USE_SIBLINGS
+    USE_SIBLINGS = on
 
 
 def _set_pack_min_blocks(Py_ssize_t blocks):
@@ -257,6 +267,8 @@ cdef struct GemmArgs:
     const Py_ssize_t* items          # [n_items, 4]: image, group, stack, tile
     Py_ssize_t operand_capacity      # elements of the gathered operand / tile buffer
     Py_ssize_t product_capacity      # elements of the product of one work item
+    convt_interleave_f32 interleave_f32  # stride-2 stores of the chosen backend
+    convt_interleave_f64 interleave_f64
     const Py_ssize_t* panel_offsets  # k * NR: rows of a packed B panel
     bint input_is_tile               # x holds acc_t values, spatially C-contiguous
 
@@ -275,6 +287,16 @@ cdef inline Py_ssize_t block_of(Py_ssize_t row, Py_ssize_t rows, Py_ssize_t bloc
     if row < wide:
         return row // (base + 1)
     return rows % blocks + (row - wide) // base
+
+
+cdef inline Py_ssize_t row_phase(Py_ssize_t row, Py_ssize_t mg, Py_ssize_t siblings,
+                                 Py_ssize_t* m) noexcept nogil:
+    """Rows are ordered (leading-axis phase, output channel, last-axis phase), so the
+    stride phases of one output row are adjacent.  Return the stacked phase index
+    of ``row`` (C order over axes) and set ``m`` to its output channel."""
+    cdef Py_ssize_t rest = row // siblings
+    m[0] = rest % mg
+    return (rest // mg) * siblings + row % siblings
 
 
 cdef struct TileSpan:
@@ -465,11 +487,134 @@ cdef void gather_tile(const GemmArgs* args, const Py_ssize_t* info, const Py_ssi
                    r * info[STACK_ROW_STRIDE], operand, depth)
 
 
+cdef bint output_base(const GemmArgs* args, const Py_ssize_t* phase, Py_ssize_t image,
+                      Py_ssize_t channel, const Py_ssize_t* lead, Py_ssize_t* base) noexcept nogil:
+    """Offset in y of (image, channel) and of the phase's leading-axis outputs at
+    ``lead``; False if a leading coordinate is outside the phase's outputs."""
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t t
+    cdef int a
+    base[0] = image * args.y_strides[0] + channel * args.y_strides[1]
+    for a in range(last - 1):
+        t = lead[a] - phase[3 * a + 1]
+        if t < 0 or t >= phase[3 * a + 2]:
+            return False
+        base[0] = base[0] + (phase[3 * a] + t * args.conv_stride[a]) * args.y_strides[2 + a]
+    return True
+
+
+cdef bint row_offset(const GemmArgs* args, const Py_ssize_t* phase, Py_ssize_t grid_row,
+                     Py_ssize_t* offset) noexcept nogil:
+    """Add the phase's output row on axis ndim - 2 for a grid row (nothing in 1-D);
+    False if that grid row has no output in this phase."""
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t t
+    if last >= 1:
+        t = grid_row - phase[3 * (last - 1) + 1]
+        if t < 0 or t >= phase[3 * (last - 1) + 2]:
+            return False
+        offset[0] = offset[0] + (phase[3 * (last - 1)] + t * args.conv_stride[last - 1]) \
+            * args.y_strides[1 + last]
+    return True
+
+
+cdef void scatter_row(const GemmArgs* args, const Py_ssize_t* phase, Py_ssize_t image,
+                      Py_ssize_t channel, const Py_ssize_t* lead, TileSpan tile,
+                      const acc_t* source, Py_ssize_t row_stride, Py_ssize_t t_begin,
+                      Py_ssize_t t_end) noexcept nogil:
+    """Store one product row (one phase, one channel): outputs residue + t * stride
+    of the last axis for t in [t_begin, t_end), every grid row of the tile."""
+    cdef int last = args.ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t base, offset, r
+    cdef Py_ssize_t shift = phase[3 * last + 1]
+    cdef Py_ssize_t step = args.y_strides[2 + last]
+    cdef acc_t bias
+    if t_end <= t_begin or not output_base(args, phase, image, channel, lead, &base):
+        return
+    bias = bias_of(args.bias, channel, kind, source)
+    base = base + (phase[3 * last] + t_begin * args.conv_stride[last]) * step
+    source = source + (t_begin + shift - tile.x)
+    for r in range(tile.rows):
+        offset = base
+        if row_offset(args, phase, tile.y + r, &offset):
+            store_run(<char*>element(args.y, offset, kind), args.conv_stride[last] * step,
+                      source + r * row_stride, t_end - t_begin, bias, kind)
+
+
+cdef inline Py_ssize_t phase_t_begin(const Py_ssize_t* phase, int last, TileSpan tile) noexcept nogil:
+    return max(tile.x, phase[3 * last + 1]) - phase[3 * last + 1]
+
+
+cdef inline Py_ssize_t phase_t_end(const Py_ssize_t* phase, int last, TileSpan tile) noexcept nogil:
+    return min(tile.x + tile.cols, phase[3 * last + 1] + phase[3 * last + 2]) - phase[3 * last + 1]
+
+
+cdef void scatter_siblings(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* first,
+                           Py_ssize_t image, Py_ssize_t channel, const Py_ssize_t* lead,
+                           TileSpan tile, const acc_t* source, Py_ssize_t product_stride) noexcept nogil:
+    """Store the rows of every residue of the last axis together, so each output row
+    is written front to back once (stride 2: whole vectors) instead of by one
+    strided pass per residue.  Outputs not shared by all residues (the edges) go
+    through scatter_row."""
+    cdef int last = args.ndim - 1
+    cdef int kind = args.kind
+    cdef Py_ssize_t stride = args.conv_stride[last]
+    cdef Py_ssize_t row_stride = info[STACK_ROW_STRIDE]
+    cdef Py_ssize_t step = args.y_strides[2 + last]
+    cdef Py_ssize_t t_begin = 0
+    cdef Py_ssize_t t_end = tile.x + tile.cols  # any upper bound
+    cdef Py_ssize_t q, r, t, base, offset, count, done, chunk
+    cdef const Py_ssize_t* phase
+    cdef const acc_t* rows[16]
+    cdef acc_t merged[64]
+    cdef acc_t bias = bias_of(args.bias, channel, kind, source)
+    for q in range(stride):
+        phase = first + q * args.ndim * 3
+        t_begin = max(t_begin, phase_t_begin(phase, last, tile))
+        t_end = min(t_end, phase_t_end(phase, last, tile))
+    for q in range(stride):
+        phase = first + q * args.ndim * 3
+        # this residue's outputs outside the shared range
+        scatter_row(args, phase, image, channel, lead, tile, source + q * product_stride,
+                    row_stride, phase_t_begin(phase, last, tile), min(t_begin, phase_t_end(phase, last, tile)))
+        scatter_row(args, phase, image, channel, lead, tile, source + q * product_stride,
+                    row_stride, max(t_end, phase_t_begin(phase, last, tile)), phase_t_end(phase, last, tile))
+        rows[q] = source + q * product_stride + (t_begin + phase[3 * last + 1] - tile.x)
+    count = t_end - t_begin
+    if count <= 0 or not output_base(args, first, image, channel, lead, &base):
+        return
+    base = base + stride * t_begin * step   # residues are 0 .. stride - 1, in row order
+    for r in range(tile.rows):
+        offset = base
+        if not row_offset(args, first, tile.y + r, &offset):
+            continue
+        if stride == 2 and step == 1 and kind != STORAGE_F16:
+            # float32 storage accumulates in float, float64 in double
+            if acc_t is float:
+                args.interleave_f32(<float*>element(args.y, offset, kind),
+                                    rows[0] + r * row_stride, rows[1] + r * row_stride, count, bias)
+            else:
+                args.interleave_f64(<double*>element(args.y, offset, kind),
+                                    rows[0] + r * row_stride, rows[1] + r * row_stride, count, bias)
+        else:
+            # interleave a chunk of whole output groups, then store it as one run
+            done = 0
+            while done < count:
+                chunk = min(count - done, 64 // stride)
+                for t in range(chunk):
+                    for q in range(stride):
+                        merged[t * stride + q] = rows[q][r * row_stride + done + t]
+                store_run(<char*>element(args.y, offset + done * stride * step, kind), step,
+                          merged, chunk * stride, bias, kind)
+                done = done + chunk
+
+
 cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
                        const Py_ssize_t* axes, Py_ssize_t image, Py_ssize_t group,
                        const Py_ssize_t* lead, TileSpan tile, const acc_t* product,
                        Py_ssize_t product_stride) noexcept nogil:
-    """Write the item's product rows (phase, channel) to their output positions.
+    """Write the item's product rows to their output positions.
 
     Product column ``r * STACK_ROW_STRIDE + (u - tile.x)`` holds grid position
     (lead, tile.y + r, u); position u is output ``residue + (u - shift) * stride``
@@ -477,50 +622,25 @@ cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
     """
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
-    cdef int kind = args.kind
     cdef const Py_ssize_t* phases = args.phases + info[STACK_PHASE_ROWS] * ndim * 3
     cdef const Py_ssize_t* phase
-    cdef Py_ssize_t row_stride = info[STACK_ROW_STRIDE]
-    cdef Py_ssize_t y_step_last = args.y_strides[2 + last]
-    cdef Py_ssize_t out_step = args.conv_stride[last] * y_step_last
-    cdef Py_ssize_t row, rho, channel, r, t, base, y_offset, to_t, lo, hi
-    cdef int a
-    cdef bint inside
-    cdef acc_t bias
+    cdef Py_ssize_t siblings = info[STACK_SIBLINGS]
+    cdef Py_ssize_t row = tile.first_row
+    cdef Py_ssize_t rho, m
     cdef const acc_t* source
-    for row in range(tile.first_row, tile.end_row):
-        rho = row // args.mg
-        channel = group * args.mg + row - rho * args.mg
+    while row < tile.end_row:
+        rho = row_phase(row, args.mg, siblings, &m)
         phase = phases + rho * ndim * 3
-        base = image * args.y_strides[0] + channel * args.y_strides[1]
-        inside = True
-        for a in range(last - 1):
-            t = lead[a] - phase[3 * a + 1]
-            if t < 0 or t >= phase[3 * a + 2]:
-                inside = False
-                break
-            base = base + (phase[3 * a] + t * args.conv_stride[a]) * args.y_strides[2 + a]
-        if not inside:
-            continue
-        # along the last axis, t = u + to_t for u in [tile.x, tile.x + cols)
-        to_t = -phase[3 * last + 1]
-        lo = max(tile.x, -to_t)
-        hi = min(tile.x + tile.cols, phase[3 * last + 2] - to_t)
-        if hi <= lo:
-            continue
-        bias = bias_of(args.bias, channel, kind, product)
-        source = product + (row - tile.first_row) * product_stride + (lo - tile.x)
-        base = base + (phase[3 * last] + (lo + to_t) * args.conv_stride[last]) * y_step_last
-        for r in range(tile.rows):
-            y_offset = base
-            if last >= 1:
-                t = tile.y + r - phase[3 * (last - 1) + 1]
-                if t < 0 or t >= phase[3 * (last - 1) + 2]:
-                    continue
-                y_offset = y_offset + (phase[3 * (last - 1)] + t * args.conv_stride[last - 1]) \
-                    * args.y_strides[1 + last]
-            store_run(<char*>element(args.y, y_offset, kind), out_step,
-                      source + r * row_stride, hi - lo, bias, kind)
+        source = product + (row - tile.first_row) * product_stride
+        if USE_SIBLINGS and info[STACK_INTERLEAVE] and row % siblings == 0 and row + siblings <= tile.end_row:
+            scatter_siblings(args, info, phase, image, group * args.mg + m, lead, tile, source,
+                             product_stride)
+            row = row + siblings
+        else:
+            scatter_row(args, phase, image, group * args.mg + m, lead, tile, source,
+                        info[STACK_ROW_STRIDE], phase_t_begin(phase, last, tile),
+                        phase_t_end(phase, last, tile))
+            row = row + 1
 
 
 cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
@@ -707,6 +827,8 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.items = intp_data(items)
     args.operand_capacity = operand_capacity
     args.product_capacity = product_capacity
+    args.interleave_f32 = convt_interleave_for_f32(backend)
+    args.interleave_f64 = convt_interleave_for_f64(backend)
     args.panel_offsets = intp_data(panel_offsets)
     args.input_is_tile = input_is_tile
     cdef Py_ssize_t n_items = items.shape[0]
@@ -760,8 +882,7 @@ cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_stride
         width = block_start(first + 1, rows, blocks) - block_start(first, rows, blocks)
         first = block_start(first, rows, blocks)
         dst = packed + info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] + first * depth + row - first
-        rho = row // mg
-        m = row - rho * mg
+        rho = row_phase(row, mg, info[STACK_SIBLINGS], &m)
         for j in range(taps):
             offset = (g * cg) * w_strides[0] + m * w_strides[1]
             for a in range(ndim):

@@ -34,7 +34,7 @@ MIN_TILE = 16
 # Work items to aim for, so that threads finish together (dynamic schedule).
 MIN_WORK_ITEMS = 24
 # Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
-STACK_FIELDS = 21
+STACK_FIELDS = 23
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize):
             taps, phase_count, tiles * row_groups, tile.columns, chunk, len(offset_rows),
             len(phase_rows), packed, rows * cg * taps, int(identity), rows, blocks, tile.panel,
             tile.rows, tile.cols, row_tiles, col_tiles, tile.row_stride, len(buffer_rows),
-            row_groups, group_blocks,
+            row_groups, group_blocks, len(stack[-1].phases),
+            int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
         ])
         axes_rows.append([[group.first, group.extent, span] for group, span in zip(stack, spans)])
         for choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
