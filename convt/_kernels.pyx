@@ -67,6 +67,7 @@ cdef extern from "_direct.h" nogil:
 cdef extern from "_support.h" nogil:
     float convt_half_to_float(uint16_t half)
     uint16_t convt_float_to_half(float value)
+    void convt_prefetch(const void* address)
     void convt_detect_f16c()
     int convt_f16c
     void convt_halves_to_floats(float* dst, const uint16_t* src, Py_ssize_t count)
@@ -844,52 +845,103 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
                         <double*>cnp.PyArray_DATA(workspace), stride, lead, num_threads)
 
 
+cdef inline void gather_elements(acc_t* dst, Py_ssize_t step, const char* src,
+                                 const Py_ssize_t* offsets, Py_ssize_t count,
+                                 int kind) noexcept nogil:
+    """dst[i * step] = src[offsets[i]] converted to the accumulation type."""
+    cdef Py_ssize_t i
+    if kind == STORAGE_F16:
+        for i in range(count):
+            dst[i * step] = convt_half_to_float((<const uint16_t*>src)[offsets[i]])
+    elif kind == STORAGE_F32:
+        for i in range(count):
+            dst[i * step] = <acc_t>(<const float*>src)[offsets[i]]
+    else:
+        for i in range(count):
+            dst[i * step] = <acc_t>(<const double*>src)[offsets[i]]
+
+
+cdef void pack_channel_rows(const char* w, int kind, const Py_ssize_t* w_strides, int ndim,
+                            acc_t* packed, const Py_ssize_t* info,
+                            const Py_ssize_t* stack_kernels, Py_ssize_t g, Py_ssize_t set_index,
+                            Py_ssize_t cg, Py_ssize_t mg) noexcept nogil:
+    """Pack the sibling rows set_index * siblings ... of group g: one output channel m.
+
+    Channels are far apart in w (each w[c, m] kernel on its own page), so the
+    loop runs over channels outermost, prefetching ahead, and reads each
+    w[c, m] kernel once, whole, for all sibling rows.
+    """
+    cdef Py_ssize_t rows = info[STACK_ROWS]
+    cdef Py_ssize_t blocks = info[STACK_BLOCKS]
+    cdef Py_ssize_t siblings = info[STACK_SIBLINGS]
+    cdef Py_ssize_t taps = info[STACK_TAPS]
+    cdef Py_ssize_t depth = cg * taps
+    cdef Py_ssize_t destination[16]
+    cdef Py_ssize_t width[16]
+    cdef Py_ssize_t tap_offsets[256]
+    cdef Py_ssize_t q0, q, j0, count, tap_count, row, rho, m, block, first, c, j, a, base, t
+    cdef const Py_ssize_t* kernel
+    for q0 in range(0, siblings, 16):
+        count = min(16, siblings - q0)
+        for q in range(count):
+            row = set_index * siblings + q0 + q
+            rho = row_phase(row, mg, siblings, &m)
+            block = block_of(row, rows, blocks)
+            first = block_start(block, rows, blocks)
+            width[q] = block_start(block + 1, rows, blocks) - first
+            destination[q] = info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] + first * depth \
+                + row - first
+        for j0 in range(0, taps, 16):
+            tap_count = min(16, taps - j0)
+            for q in range(count):
+                rho = row_phase(set_index * siblings + q0 + q, mg, siblings, &m)
+                kernel = stack_kernels + (rho * taps + j0) * ndim
+                for j in range(tap_count):
+                    t = 0
+                    for a in range(ndim):
+                        t = t + kernel[j * ndim + a] * w_strides[2 + a]
+                    tap_offsets[q * 16 + j] = t
+            for c in range(cg):
+                base = (g * cg + c) * w_strides[0] + m * w_strides[1]
+                if c + 8 < cg:
+                    convt_prefetch(element(w, base + 8 * w_strides[0], kind))
+                for q in range(count):
+                    gather_elements(packed + destination[q] + (c * taps + j0) * width[q], width[q],
+                                    element(w, base, kind), tap_offsets + q * 16, tap_count, kind)
+
+
 cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides, int ndim,
                              acc_t* packed, const Py_ssize_t* stacks, Py_ssize_t stack_count,
                              const Py_ssize_t* kernel_index, Py_ssize_t groups,
                              Py_ssize_t cg, Py_ssize_t mg, int num_threads) noexcept nogil:
-    """Pack the weights of every stack and group: rows r = (rho, m) by row block
-    (see block_start), [block][(c, j)][r in block], with w[g * cg + c, m, k(rho, j)].
+    """Pack the weights of every stack and group: rows r = (phase, m) by row block
+    (see block_start, row_phase), [block][(c, j)][r in block], with
+    w[g * cg + c, m, k(phase, j)].
 
     ``kernel_index`` holds, stack after stack, the ndim kernel coordinates of
-    tap j of stacked phase rho at row rho * taps + j.
+    tap j of stacked phase rho at row rho * taps + j.  One task per group and
+    output channel of a stack (pack_channel_rows).
     """
     cdef Py_ssize_t total = 0
-    cdef Py_ssize_t s, task, local, g, row, rho, m, c, j, a, first, width, rows, blocks
-    cdef Py_ssize_t taps, depth, kernel_start, offset
+    cdef Py_ssize_t s, task, local, kernel_start, sets
     cdef const Py_ssize_t* info
-    cdef acc_t* dst
     for s in range(stack_count):
-        total = total + groups * stacks[s * STACK_FIELDS + STACK_ROWS]
+        info = stacks + s * STACK_FIELDS
+        total = total + groups * info[STACK_ROWS] // info[STACK_SIBLINGS]
     for task in prange(total, num_threads=num_threads, schedule="static"):
         # find the task's stack; there are few stacks
         local = task
         kernel_start = 0
         s = 0
-        while local >= groups * stacks[s * STACK_FIELDS + STACK_ROWS]:
-            local = local - groups * stacks[s * STACK_FIELDS + STACK_ROWS]
+        sets = stacks[STACK_ROWS] // stacks[STACK_SIBLINGS]
+        while local >= groups * sets:
+            local = local - groups * sets
             kernel_start = kernel_start + stacks[s * STACK_FIELDS + STACK_PHASES] \
                 * stacks[s * STACK_FIELDS + STACK_TAPS]
             s = s + 1
-        info = stacks + s * STACK_FIELDS
-        rows = info[STACK_ROWS]
-        blocks = info[STACK_BLOCKS]
-        taps = info[STACK_TAPS]
-        depth = cg * taps
-        g = local // rows
-        row = local - g * rows
-        first = block_of(row, rows, blocks)
-        width = block_start(first + 1, rows, blocks) - block_start(first, rows, blocks)
-        first = block_start(first, rows, blocks)
-        dst = packed + info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] + first * depth + row - first
-        rho = row_phase(row, mg, info[STACK_SIBLINGS], &m)
-        for j in range(taps):
-            offset = (g * cg) * w_strides[0] + m * w_strides[1]
-            for a in range(ndim):
-                offset = offset + kernel_index[(kernel_start + rho * taps + j) * ndim + a] \
-                    * w_strides[2 + a]
-            for c in range(cg):
-                dst[(c * taps + j) * width] = <acc_t>load_double(w, offset + c * w_strides[0], kind)
+            sets = stacks[s * STACK_FIELDS + STACK_ROWS] // stacks[s * STACK_FIELDS + STACK_SIBLINGS]
+        pack_channel_rows(w, kind, w_strides, ndim, packed, stacks + s * STACK_FIELDS,
+                          kernel_index + kernel_start * ndim, local // sets, local % sets, cg, mg)
 
 
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,

@@ -25,6 +25,17 @@ static inline int convt_thread_num(void) { return 0; }
 static inline int convt_max_threads(void) { return 1; }
 #endif
 
+/* Prefetch for reading: lines far apart (a new page each) defeat the hardware
+ * prefetchers, so loops walking them ask a few steps ahead. */
+#if defined(__GNUC__) || defined(__clang__)
+#define convt_prefetch(address) __builtin_prefetch((address), 0, 3)
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <xmmintrin.h>
+#define convt_prefetch(address) _mm_prefetch((const char *)(address), _MM_HINT_T0)
+#else
+#define convt_prefetch(address) ((void)(address))
+#endif
+
 static inline uint32_t convt_float_bits(float value)
 {
     uint32_t bits;
