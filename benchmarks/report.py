@@ -15,6 +15,61 @@ OTHER_ENGINES = tuple(engine for engine in ENGINE_NAMES if engine not in CONVT_E
 NOT_SELECTED = "–"
 
 
+README_START = "<!-- benchmark-table:start -->"
+README_END = "<!-- benchmark-table:end -->"
+
+
+def update_readme(run: dict, readme: Path) -> Path:
+    """Replace the README's benchmark section (between the markers) with this run's table."""
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{readme} has no {README_START} ... {README_END} section")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    section = [
+        README_START,
+        "",
+        f"{run['date']}, {run['machine']['cpu']}, {run['threads']} threads; matmul roofline "
+        f"float32 {run['roofline_gflops']['best']['float32']:.0f} and float64 "
+        f"{run['roofline_gflops']['best']['float64']:.0f} GFLOP/s "
+        "(full report: [benchmarks/results/latest.md](benchmarks/results/latest.md)).",
+        "",
+        *markdown_table(README_HEADER, [readme_row(run, record) for record in run["workloads"]]),
+        "",
+        geometric_mean_line(run),
+        "",
+        "![GFLOP/s per workload and engine](benchmarks/results/latest.png)",
+        "",
+        README_END,
+    ]
+    readme.write_text(head + "\n".join(section) + tail)
+    return readme
+
+
+README_HEADER = ["workload", "dtype", "convt ms", "% of matmul", "torch ms", "onnxruntime ms",
+                 "openvino ms", "speed-up vs fastest other"]
+
+
+def readme_row(run: dict, record: dict) -> list[str]:
+    """The short README row of one workload (the full report has every column)."""
+    engines = record["engines"]
+    convt = engines.get("convt")
+    speedup = convt_speedup(record)
+    other = fastest_other(record)
+
+    def percent_of_roofline(gflops: float) -> str:
+        return f"{100 * gflops / roofline_rate(run, record['dtype']):.0f}%"
+
+    return [
+        record["name"],
+        record["dtype"],
+        engine_cell(convt, "median_ms", format_ms),
+        engine_cell(convt, "gflops", percent_of_roofline),
+        *(engine_cell(engines.get(engine), "median_ms", format_ms) for engine in OTHER_ENGINES),
+        f"{speedup:.2f}x ({other[0]})" if speedup is not None else "n/a",
+    ]
+
+
 def write_reports(run: dict, out_dir: Path) -> list[Path]:
     """Write <date>-t<N>.md, latest.md, latest.json and latest.png into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -40,9 +40,10 @@ from engines import (
     prepare_engine,
     usable_cores,
 )
-from report import write_reports
+from report import update_readme, write_reports
 from workloads import WORKLOADS_BY_NAME, Workload, make_inputs, reference_output
 
+README = Path(__file__).resolve().parent.parent / "README.md"
 MIN_REPEAT = 7
 ROOFLINE_SIZE = 2048
 ROOFLINE_REPEAT = 7
@@ -70,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="comma-separated engines (default: all)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                         help="output directory (default: benchmarks/results)")
+    parser.add_argument("--readme", type=Path, nargs="?", const=README, default=None,
+                        help="also replace the benchmark section of this README "
+                             "(default when given without a path: the repository's README.md)")
     args = parser.parse_args(argv)  # fmt: skip
     if args.threads < 1:
         parser.error("--threads must be >= 1")
@@ -348,6 +352,8 @@ def main(argv: list[str] | None = None) -> None:
         results = run(args)
     for path in write_reports(results, args.out):
         print(f"wrote {path}")
+    if args.readme:
+        print(f"updated {update_readme(results, args.readme)}")
 
 
 if __name__ == "__main__":

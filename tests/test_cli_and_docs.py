@@ -3,6 +3,7 @@
 import doctest
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,4 +41,15 @@ def test_unknown_command_is_a_usage_error():
 @pytest.mark.parametrize("module", [convt, _estimator], ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried > 0 and failures == 0
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/README.md"])
+def test_documentation_examples(page):
+    # every `>>>` example of the README and of the documentation runs as shown
+    failures, tried = doctest.testfile(str(ROOT / page), module_relative=False,
+                                       optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
