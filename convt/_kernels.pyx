@@ -663,7 +663,9 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
     cdef Py_ssize_t panels = (used + panel - 1) // panel
     cdef const Py_ssize_t* offsets = args.buffer_offsets + info[STACK_BUFFER_OFFSETS]
     cdef bint pack = tile.end_block - tile.first_block >= PACK_MIN_BLOCKS
-    cdef Py_ssize_t block, row, p, width, kernel
+    # about 2 sqrt(depth), the error-optimal block, in steps cheap for the kernel
+    cdef Py_ssize_t sum_block = 32 if depth <= 256 else 64
+    cdef Py_ssize_t block, row, p, width, kernel, k
     cdef const acc_t* b
     cdef const Py_ssize_t* b_offsets
     cdef acc_t* pack_to
@@ -681,16 +683,26 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
             row = block_start(block, rows, blocks)
             width = block_start(block + 1, rows, blocks) - row
             kernel = (CONVT_MR if pack_to != NULL else 0) + width - 1
-            if acc_t is float:
-                args.kernel_f32[kernel](
-                    k_depth, <int>width, weights + row * depth + k_begin * width, b, b_offsets,
-                    product + (row - tile.first_row) * product_stride + p * panel,
-                    product_stride, accumulate, pack_to)
-            else:
-                args.kernel_f64[kernel](
-                    k_depth, <int>width, weights + row * depth + k_begin * width, b, b_offsets,
-                    product + (row - tile.first_row) * product_stride + p * panel,
-                    product_stride, accumulate, pack_to)
+            # blocked summation: each sum_block steps of depth are summed from zero and
+            # then added; float32 errors then grow with sqrt(block + depth / block)
+            # instead of sqrt(depth) (measured: below PyTorch's on every benchmark)
+            k = 0
+            while k < k_depth:
+                if acc_t is float:
+                    args.kernel_f32[kernel](
+                        min(sum_block, k_depth - k), <int>width,
+                        weights + row * depth + (k_begin + k) * width, b, b_offsets + k,
+                        product + (row - tile.first_row) * product_stride + p * panel,
+                        product_stride, accumulate or k > 0,
+                        pack_to + k * panel if pack_to != NULL else NULL)
+                else:
+                    args.kernel_f64[kernel](
+                        min(sum_block, k_depth - k), <int>width,
+                        weights + row * depth + (k_begin + k) * width, b, b_offsets + k,
+                        product + (row - tile.first_row) * product_stride + p * panel,
+                        product_stride, accumulate or k > 0,
+                        pack_to + k * panel if pack_to != NULL else NULL)
+                k = k + sum_block
             if pack_to != NULL:
                 # the remaining blocks read the packed copy
                 b = panel_buffer

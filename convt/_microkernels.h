@@ -53,7 +53,7 @@ typedef void (*convt_kernel_f64)(ptrdiff_t depth, int rows, const double *a,
         int i, j;                                                                  \
         for (i = 0; i < rows; ++i)                                                 \
             for (j = 0; j < NR; ++j)                                               \
-                acc[i][j] = accumulate ? c[i * ldc + j] : (T)0;                    \
+                acc[i][j] = (T)0;                                                  \
         for (k = 0; k < depth; ++k, a += rows) {                                   \
             const T *row = b + offsets[k];                                         \
             if (pack_to)                                                           \
@@ -63,9 +63,10 @@ typedef void (*convt_kernel_f64)(ptrdiff_t depth, int rows, const double *a,
                 for (j = 0; j < NR; ++j)                                           \
                     acc[i][j] += a[i] * row[j];                                    \
         }                                                                          \
+        /* the block's sum from zero, then added: blocked summation */            \
         for (i = 0; i < rows; ++i)                                                 \
             for (j = 0; j < NR; ++j)                                               \
-                c[i * ldc + j] = acc[i][j];                                        \
+                c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j]; \
     }
 
 CONVT_DEFINE_PORTABLE(convt_portable_f32, float, CONVT_PORTABLE_NR_F32)
