@@ -264,6 +264,21 @@ def other_load_line(run: dict) -> str:
     )
 
 
+def scaling_lines(run: dict) -> list[str]:
+    """convt at one thread against convt at the run's thread count, same rounds."""
+    rows = []
+    for record in run["workloads"]:
+        one, many = record["engines"].get("convt@1", {}), record["engines"].get("convt", {})
+        if "median_ms" in one and "median_ms" in many:
+            rows.append([record["name"], format_ms(one["median_ms"]), format_ms(many["median_ms"]),
+                         f"{one['median_ms'] / many['median_ms']:.2f}×"])
+    if not rows:
+        return []
+    header = ["workload", "convt 1 thread ms", f"convt {run['threads']} threads ms", "speed-up"]
+    return [f"## Thread scaling of convt (1 -> {run['threads']} threads)", "",
+            *markdown_table(header, rows), ""]
+
+
 def render_markdown(run: dict) -> str:
     """The whole Markdown report of a run."""
     header = [
@@ -286,6 +301,7 @@ def render_markdown(run: dict) -> str:
         "as the fastest float64 engine.",
         "",
     ]
+    lines += scaling_lines(run)
     lines += ["## Accuracy of every engine: max abs error (max relative error)", ""]
     lines += markdown_table(accuracy_header, accuracy_rows(run)) + [""]
     unavailable = unavailable_lines(run)

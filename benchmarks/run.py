@@ -198,6 +198,20 @@ def time_one_call(call: Call) -> float:
         gc.enable()
 
 
+SINGLE_THREAD = "convt@1"  # convt at one thread, timed alongside for the scaling table
+
+
+def add_single_thread_convt(calls: dict[str, Call], results: dict[str, dict],
+                            workload: Workload, x: np.ndarray, w: np.ndarray) -> None:
+    """Time convt at one thread in the same rounds, when convt runs at more."""
+    try:
+        call = prepare_engine("convt", workload, x, w, 1)
+        call()
+        calls[SINGLE_THREAD], results[SINGLE_THREAD] = call, {}
+    except Exception as exc:
+        results[SINGLE_THREAD] = {"unavailable": describe_failure(exc)}
+
+
 def benchmark_workload(workload: Workload, engines: list[str], threads: int, repeat: int) -> dict:
     """Accuracy and timings of every engine on one workload."""
     x, w = make_inputs(workload)
@@ -214,6 +228,8 @@ def benchmark_workload(workload: Workload, engines: list[str], threads: int, rep
         reference = None
         record["reference"] = "unavailable: " + describe_failure(exc)
     calls, results = prepare_and_check(engines, workload, x, w, threads, reference)
+    if "convt" in calls and threads > 1:
+        add_single_thread_convt(calls, results, workload, x, w)
     if calls:
         times_ms, failures = time_round_robin(calls, repeat)
         for engine, milliseconds in times_ms.items():
