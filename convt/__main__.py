@@ -11,7 +11,7 @@ import numpy as np
 from . import ConvTranspose, __version__, _kernels
 from ._arrays import SUPPORTED_DTYPES
 from ._blas import describe as describe_blas
-from ._engine import flop_count
+from ._engine import default_backend, flop_count
 
 
 def synthetic_image(size=512):
@@ -66,6 +66,7 @@ def info():
         print(f"  OpenMP: on, {threads} threads by default")
     else:
         print("  OpenMP: off (built without OpenMP; kernels run serially)")
+    print(f"  GEMM kernels: {default_backend()} (available: {', '.join(_kernels.available_backends())})")
     print(f"  BLAS: {describe_blas()}")
     print(f"  numpy {np.__version__}, Python {sys.version.split()[0]}")
     return 0

@@ -79,7 +79,9 @@ class BlasThreads:
     def _locate(self):
         import scipy.linalg.cython_blas  # noqa: F401  (make sure the BLAS is loaded)
 
-        candidates = _loaded_library_paths() + _bundled_library_paths()
+        # the BLAS library itself first: a module linked to it also resolves its symbols
+        candidates = sorted(_loaded_library_paths() + _bundled_library_paths(),
+                            key=lambda path: "openblas" not in os.path.basename(path).lower())
         for path in candidates:
             if path.lower().endswith((".a", ".lib", ".h")):
                 continue

@@ -17,6 +17,12 @@
 
 #include "_microkernels.h"
 
+/* Row kernels are memory-bound: AVX2 serves the AVX-512 backend too. */
+static int convt_backend_has_avx2(int backend)
+{
+    return backend == CONVT_BACKEND_AVX2 || backend == CONVT_BACKEND_AVX512;
+}
+
 typedef void (*convt_phase_f32)(ptrdiff_t sources, const float *const *x, const float *w,
                                 ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,
                                 ptrdiff_t count, float *out, int accumulate);
@@ -184,7 +190,7 @@ CONVT_TARGET_AVX2 static void convt_interleave_avx2_f64(double *y, const double 
 static convt_interleave_f32 convt_interleave_for_f32(int backend)
 {
 #ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX2) return convt_interleave_avx2_f32;
+    if (convt_backend_has_avx2(backend)) return convt_interleave_avx2_f32;
 #endif
     return convt_interleave_portable_f32;
 }
@@ -192,7 +198,7 @@ static convt_interleave_f32 convt_interleave_for_f32(int backend)
 static convt_interleave_f64 convt_interleave_for_f64(int backend)
 {
 #ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX2) return convt_interleave_avx2_f64;
+    if (convt_backend_has_avx2(backend)) return convt_interleave_avx2_f64;
 #endif
     return convt_interleave_portable_f64;
 }
@@ -200,7 +206,7 @@ static convt_interleave_f64 convt_interleave_for_f64(int backend)
 static convt_phase_f32 convt_direct_f32(int backend)
 {
 #ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX2) return convt_phase_avx2_f32;
+    if (convt_backend_has_avx2(backend)) return convt_phase_avx2_f32;
 #endif
     return convt_phase_portable_f32;
 }
@@ -208,7 +214,7 @@ static convt_phase_f32 convt_direct_f32(int backend)
 static convt_phase_f64 convt_direct_f64(int backend)
 {
 #ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX2) return convt_phase_avx2_f64;
+    if (convt_backend_has_avx2(backend)) return convt_phase_avx2_f64;
 #endif
     return convt_phase_portable_f64;
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 
 import numpy as np
 
@@ -52,11 +53,26 @@ def choose_engine(geometry, cg, mg):
     return "gemm"
 
 
+BACKEND_VARIABLE = "CONVT_GEMM_BACKEND"
+
+
 @functools.cache
 def default_backend():
-    """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS."""
-    available = _kernels.available_backends()
-    return "avx2" if "avx2" in available else "blas"
+    """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS.
+
+    The environment variable CONVT_GEMM_BACKEND (avx512, avx2, portable, blas)
+    overrides the choice; a backend the machine cannot run is refused loudly.
+    """
+    requested = os.environ.get(BACKEND_VARIABLE)
+    if requested:
+        available = _kernels.available_backends()
+        if requested not in available:
+            raise ValueError(
+                f"{BACKEND_VARIABLE}={requested!r} cannot be used here; this machine can run "
+                f"{', '.join(repr(name) for name in available)}."
+            )
+        return requested
+    return _kernels.preferred_backend()
 
 
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None):

@@ -40,10 +40,14 @@ cdef extern from "_microkernels.h" nogil:
     ctypedef void (*convt_kernel_f64)(Py_ssize_t, int, const double*, const double*,
                                       const Py_ssize_t*, double*, Py_ssize_t, int, double*)
     int CONVT_MR
+    int CONVT_MAX_MR
     int CONVT_BACKEND_BLAS
     int CONVT_BACKEND_PORTABLE
     int CONVT_BACKEND_AVX2
+    int CONVT_BACKEND_AVX512
     int CONVT_BACKEND_COUNT
+    Py_ssize_t convt_backend_mr(int backend)
+    int convt_avx512_is_double_pumped()
     int convt_backend_available(int backend)
     Py_ssize_t convt_backend_nr(int backend, int is_double)
     convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
@@ -249,8 +253,8 @@ cdef struct GemmArgs:
     int ndim
     int kind
     int backend                      # CONVT_BACKEND_*
-    convt_kernel_f32 kernel_f32[12]  # micro-kernels by [pack][rows - 1] (NULL for BLAS)
-    convt_kernel_f64 kernel_f64[12]
+    convt_kernel_f32 kernel_f32[24]  # micro-kernels by [pack][rows - 1] (NULL for BLAS)
+    convt_kernel_f64 kernel_f64[24]
     const char* x
     char* y
     const char* bias
@@ -662,7 +666,8 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
     cdef Py_ssize_t panel = info[STACK_PANEL]
     cdef Py_ssize_t panels = (used + panel - 1) // panel
     cdef const Py_ssize_t* offsets = args.buffer_offsets + info[STACK_BUFFER_OFFSETS]
-    cdef bint pack = tile.end_block - tile.first_block >= PACK_MIN_BLOCKS
+    cdef bint pack = tile.end_block - tile.first_block >= PACK_MIN_BLOCKS and (
+        args.kernel_f32[CONVT_MAX_MR] != NULL)  # backends that read B in place do not pack
     # about 2 sqrt(depth), the error-optimal block, in steps cheap for the kernel
     cdef Py_ssize_t sum_block = 32 if depth <= 256 else 64
     cdef Py_ssize_t block, row, p, width, kernel, k
@@ -682,7 +687,7 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
         for block in range(tile.first_block, tile.end_block):
             row = block_start(block, rows, blocks)
             width = block_start(block + 1, rows, blocks) - row
-            kernel = (CONVT_MR if pack_to != NULL else 0) + width - 1
+            kernel = (CONVT_MAX_MR if pack_to != NULL else 0) + width - 1
             # blocked summation: each sum_block steps of depth are summed from zero and
             # then added; float32 errors then grow with sqrt(block + depth / block)
             # instead of sqrt(depth) (measured: below PyTorch's on every benchmark)
@@ -782,23 +787,32 @@ cdef inline const char* optional_data(object array):
     return <const char*>cnp.PyArray_DATA(<cnp.ndarray>array)
 
 
+def preferred_backend():
+    """The fastest GEMM backend this machine can run (measured choices, see the header)."""
+    if convt_backend_available(CONVT_BACKEND_AVX512) and not convt_avx512_is_double_pumped():
+        return "avx512"
+    if convt_backend_available(CONVT_BACKEND_AVX2):
+        return "avx2"
+    return "blas"
+
+
 def available_backends():
     """Names of the GEMM backends this machine can run, best last."""
     names = {CONVT_BACKEND_BLAS: "blas", CONVT_BACKEND_PORTABLE: "portable",
-             CONVT_BACKEND_AVX2: "avx2"}
+             CONVT_BACKEND_AVX2: "avx2", CONVT_BACKEND_AVX512: "avx512"}
     return [names[b] for b in range(CONVT_BACKEND_COUNT) if convt_backend_available(b)]
 
 
 def backend_shape(str backend, bint is_double):
     """(backend id, rows per micro-kernel block, positions per panel); 0 means 'all'."""
     ids = {"blas": CONVT_BACKEND_BLAS, "portable": CONVT_BACKEND_PORTABLE,
-           "avx2": CONVT_BACKEND_AVX2}
+           "avx2": CONVT_BACKEND_AVX2, "avx512": CONVT_BACKEND_AVX512}
     cdef int identifier = ids[backend]
     if not convt_backend_available(identifier):
         raise ValueError(f"GEMM backend {backend!r} cannot run on this machine")
     if identifier == CONVT_BACKEND_BLAS:
         return identifier, 0, 0
-    return identifier, CONVT_MR, convt_backend_nr(identifier, is_double)
+    return identifier, convt_backend_mr(identifier), convt_backend_nr(identifier, is_double)
 
 
 def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
@@ -820,9 +834,9 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.backend = backend
     cdef int rows, pack
     for pack in range(2):
-        for rows in range(1, CONVT_MR + 1):
-            args.kernel_f32[pack * CONVT_MR + rows - 1] = convt_backend_f32(backend, rows, pack)
-            args.kernel_f64[pack * CONVT_MR + rows - 1] = convt_backend_f64(backend, rows, pack)
+        for rows in range(1, CONVT_MAX_MR + 1):
+            args.kernel_f32[pack * CONVT_MAX_MR + rows - 1] = convt_backend_f32(backend, rows, pack)
+            args.kernel_f64[pack * CONVT_MAX_MR + rows - 1] = convt_backend_f64(backend, rows, pack)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)

@@ -56,3 +56,29 @@ def test_single_threaded_guard_is_reentrant():
             assert blas.num_threads() == 1
         assert blas.num_threads() == 1
     assert blas.num_threads() == before
+
+
+def test_preferred_backend_runs_here():
+    assert _kernels.preferred_backend() in _kernels.available_backends()
+
+
+@pytest.mark.parametrize("backend", _kernels.available_backends() + ["no-such-kernel"])
+def test_backend_override_by_environment(backend):
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from convt import conv_transpose, _engine\n"
+        "y = conv_transpose(np.ones((1, 16, 3, 3), np.float32), np.ones((16, 8, 2, 2), np.float32),"
+        " strides=(2, 2))\n"
+        "print(_engine.default_backend(), float(y.sum()))\n"
+    )
+    env = dict(__import__("os").environ, CONVT_GEMM_BACKEND=backend)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if backend == "no-such-kernel":
+        assert result.returncode != 0
+        assert "CONVT_GEMM_BACKEND='no-such-kernel' cannot be used here" in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [backend, str(float(16 * 4 * 9 * 8))]
