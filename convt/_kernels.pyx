@@ -76,6 +76,8 @@ cdef extern from "_support.h" nogil:
     int convt_f16c
     void convt_halves_to_floats(float* dst, const uint16_t* src, Py_ssize_t count)
     void convt_floats_to_halves(uint16_t* dst, const float* src, Py_ssize_t count, float bias)
+    void convt_add_bias_f32(float* dst, const float* src, Py_ssize_t count, float bias)
+    void convt_add_bias_f64(double* dst, const double* src, Py_ssize_t count, double bias)
     int convt_thread_num()
     int convt_max_threads()
     int CONVT_HAVE_OPENMP
@@ -222,7 +224,9 @@ cdef inline void store_run(char* dst, Py_ssize_t step, const acc_t* src,
                 halves[i * step] = convt_float_to_half(<float>(src[i] + bias))
     elif kind == STORAGE_F32:
         floats = <float*>dst
-        if step == 1:
+        if acc_t is float and step == 1:
+            convt_add_bias_f32(floats, src, count, bias)
+        elif step == 1:
             for i in range(count):
                 floats[i] = <float>(src[i] + bias)
         else:
@@ -230,7 +234,9 @@ cdef inline void store_run(char* dst, Py_ssize_t step, const acc_t* src,
                 floats[i * step] = <float>(src[i] + bias)
     else:
         doubles = <double*>dst
-        if step == 1:
+        if acc_t is double and step == 1:
+            convt_add_bias_f64(doubles, src, count, bias)
+        elif step == 1:
             for i in range(count):
                 doubles[i] = <double>(src[i] + bias)
         else:

@@ -151,6 +151,54 @@ static void convt_detect_f16c(void)
 #endif
 }
 
+/* dst[i] = src[i] + bias for contiguous runs (the scatter's stride-1 rows): AVX
+ * where the CPU has it (detected with F16C, which implies AVX). */
+#if defined(__x86_64__) || defined(_M_X64)
+CONVT_TARGET_F16C static void convt_add_bias_avx_f32(float *dst, const float *src,
+                                                     ptrdiff_t count, float bias)
+{
+    __m256 b = _mm256_set1_ps(bias);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
+    for (; i < count; ++i) dst[i] = src[i] + bias;
+}
+
+CONVT_TARGET_F16C static void convt_add_bias_avx_f64(double *dst, const double *src,
+                                                     ptrdiff_t count, double bias)
+{
+    __m256d b = _mm256_set1_pd(bias);
+    ptrdiff_t i = 0;
+    for (; i + 4 <= count; i += 4)
+        _mm256_storeu_pd(dst + i, _mm256_add_pd(_mm256_loadu_pd(src + i), b));
+    for (; i < count; ++i) dst[i] = src[i] + bias;
+}
+#endif
+
+static void convt_add_bias_f32(float *dst, const float *src, ptrdiff_t count, float bias)
+{
+    ptrdiff_t i;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (convt_f16c) {
+        convt_add_bias_avx_f32(dst, src, count, bias);
+        return;
+    }
+#endif
+    for (i = 0; i < count; ++i) dst[i] = src[i] + bias;
+}
+
+static void convt_add_bias_f64(double *dst, const double *src, ptrdiff_t count, double bias)
+{
+    ptrdiff_t i;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (convt_f16c) {
+        convt_add_bias_avx_f64(dst, src, count, bias);
+        return;
+    }
+#endif
+    for (i = 0; i < count; ++i) dst[i] = src[i] + bias;
+}
+
 /* dst[i] = float(src[i]) for a contiguous run. */
 static void convt_halves_to_floats(float *dst, const uint16_t *src, ptrdiff_t count)
 {
