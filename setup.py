@@ -72,7 +72,8 @@ class BuildExtWithOpenMP(build_ext):
 
     def build_extensions(self):
         compiler_type = self.compiler.compiler_type
-        optimise = ["/O2"] if compiler_type == "msvc" else ["-O3"]
+        # -g0: Python's default CFLAGS carry -g; debug info would triple the wheel
+        optimise = ["/O2"] if compiler_type == "msvc" else ["-O3", "-g0"]
         openmp = probe_openmp(self.compiler)
         if openmp is None:
             warnings.warn(

@@ -122,21 +122,8 @@ cdef enum:
     STACK_FIELDS = 23
 
 # Row blocks an item needs before its B panels are worth packing contiguously.
-cdef Py_ssize_t PACK_MIN_BLOCKS = 4
-
-
-cdef bint USE_SIBLINGS = True
-
-
-def _set_siblings(bint on):
-    global USE_SIBLINGS
-    USE_SIBLINGS = on
-
-
-def _set_pack_min_blocks(Py_ssize_t blocks):
-    """Experiment knob (benchmarks only): row blocks needed before packing B panels."""
-    global PACK_MIN_BLOCKS
-    PACK_MIN_BLOCKS = blocks
+cdef enum:
+    PACK_MIN_BLOCKS = 4
 
 
 def _use_f16c(bint enabled):
@@ -643,7 +630,7 @@ cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
         rho = row_phase(row, args.mg, siblings, &m)
         phase = phases + rho * ndim * 3
         source = product + (row - tile.first_row) * product_stride
-        if USE_SIBLINGS and info[STACK_INTERLEAVE] and row % siblings == 0 and row + siblings <= tile.end_row:
+        if info[STACK_INTERLEAVE] and row % siblings == 0 and row + siblings <= tile.end_row:
             scatter_siblings(args, info, phase, image, group * args.mg + m, lead, tile, source,
                              product_stride)
             row = row + siblings
