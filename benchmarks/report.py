@@ -34,7 +34,7 @@ def update_readme(run: dict, readme: Path) -> Path:
         f"{run['roofline_gflops']['best']['float64']:.0f} GFLOP/s "
         "(full report: [benchmarks/results/latest.md](benchmarks/results/latest.md)).",
         "",
-        *markdown_table(README_HEADER, [readme_row(run, record) for record in run["workloads"]]),
+        *markdown_table(README_COLUMNS, table_rows(run, README_COLUMNS)),
         "",
         geometric_mean_line(run),
         "",
@@ -44,30 +44,6 @@ def update_readme(run: dict, readme: Path) -> Path:
     ]
     readme.write_text(head + "\n".join(section) + tail)
     return readme
-
-
-README_HEADER = ["workload", "dtype", "convt ms", "% of matmul", "torch ms", "onnxruntime ms",
-                 "openvino ms", "speed-up vs fastest other"]
-
-
-def readme_row(run: dict, record: dict) -> list[str]:
-    """The short README row of one workload (the full report has every column)."""
-    engines = record["engines"]
-    convt = engines.get("convt")
-    speedup = convt_speedup(record)
-    other = fastest_other(record)
-
-    def percent_of_roofline(gflops: float) -> str:
-        return f"{100 * gflops / roofline_rate(run, record['dtype']):.0f}%"
-
-    return [
-        record["name"],
-        record["dtype"],
-        engine_cell(convt, "median_ms", format_ms),
-        engine_cell(convt, "gflops", percent_of_roofline),
-        *(engine_cell(engines.get(engine), "median_ms", format_ms) for engine in OTHER_ENGINES),
-        f"{speedup:.2f}x ({other[0]})" if speedup is not None else "n/a",
-    ]
 
 
 def write_reports(run: dict, out_dir: Path) -> list[Path]:
@@ -132,8 +108,8 @@ def roofline_rate(run: dict, dtype: str) -> float:
     return best["float64"] if dtype == "float64" else best["float32"]
 
 
-def main_table_row(run: dict, record: dict) -> list[str]:
-    """The cells of the main table for one workload."""
+def row_cells(run: dict, record: dict) -> dict[str, str]:
+    """Every table cell of one workload, by column name."""
     engines = record["engines"]
     convt = engines.get("convt")
     other = fastest_other(record)
@@ -142,19 +118,37 @@ def main_table_row(run: dict, record: dict) -> list[str]:
     def percent_of_roofline(gflops: float) -> str:
         return f"{100 * gflops / roofline_rate(run, record['dtype']):.0f}%"
 
-    return [
-        record["name"],
-        record["dtype"],
-        engine_cell(convt, "median_ms", format_ms),
-        engine_cell(engines.get("convt_new"), "median_ms", format_ms),
-        engine_cell(convt, "gflops", lambda gflops: f"{gflops:.1f}"),
-        engine_cell(convt, "gflops", percent_of_roofline),
-        *(engine_cell(engines.get(engine), "median_ms", format_ms) for engine in OTHER_ENGINES),
-        other[0] if other else "n/a",
-        f"{speedup:.2f}×" if speedup is not None else "n/a",
-        engine_cell(convt, "max_rel_err", format_error),
-        engine_cell(engines.get("torch"), "max_rel_err", format_error),
-    ]
+    cells = {
+        "workload": record["name"],
+        "dtype": record["dtype"],
+        "convt ms": engine_cell(convt, "median_ms", format_ms),
+        "convt new-array ms": engine_cell(engines.get("convt_new"), "median_ms", format_ms),
+        "convt GFLOP/s": engine_cell(convt, "gflops", lambda gflops: f"{gflops:.1f}"),
+        "convt % of matmul rate": engine_cell(convt, "gflops", percent_of_roofline),
+    }
+    for engine in OTHER_ENGINES:
+        cells[f"{engine} ms"] = engine_cell(engines.get(engine), "median_ms", format_ms)
+    cells["fastest other"] = other[0] if other else "n/a"
+    cells["speed-up vs fastest other"] = f"{speedup:.2f}×" if speedup is not None else "n/a"
+    cells["convt max rel err"] = engine_cell(convt, "max_rel_err", format_error)
+    cells["torch max rel err"] = engine_cell(engines.get("torch"), "max_rel_err", format_error)
+    return cells
+
+
+MAIN_COLUMNS = [
+    "workload", "dtype", "convt ms", "convt new-array ms", "convt GFLOP/s",
+    "convt % of matmul rate", *(f"{engine} ms" for engine in OTHER_ENGINES),
+    "fastest other", "speed-up vs fastest other", "convt max rel err", "torch max rel err",
+]  # fmt: skip
+README_COLUMNS = [
+    "workload", "dtype", "convt ms", "convt % of matmul rate",
+    *(f"{engine} ms" for engine in OTHER_ENGINES), "fastest other", "speed-up vs fastest other",
+]  # fmt: skip
+
+
+def table_rows(run: dict, columns: list[str]) -> list[list[str]]:
+    """The rows of a table with these columns, one per workload."""
+    return [[row_cells(run, record)[column] for column in columns] for record in run["workloads"]]
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -281,13 +275,8 @@ def scaling_lines(run: dict) -> list[str]:
 
 def render_markdown(run: dict) -> str:
     """The whole Markdown report of a run."""
-    header = [
-        "workload", "dtype", "convt ms", "convt new-array ms", "convt GFLOP/s",
-        "convt % of matmul rate",
-        *(f"{engine} ms{'¹' if engine == 'openvino' else ''}" for engine in OTHER_ENGINES),
-        "fastest other", "speed-up vs fastest other", "convt max rel err", "torch max rel err",
-    ]  # fmt: skip
-    rows = [main_table_row(run, record) for record in run["workloads"]]
+    header = [f"{column}¹" if column == "openvino ms" else column for column in MAIN_COLUMNS]
+    rows = table_rows(run, MAIN_COLUMNS)
     shapes = [
         [record["name"], record["shape"], f"{record['flops'] / 1e9:.3g}"]
         for record in run["workloads"]
