@@ -82,3 +82,16 @@ def test_backend_override_by_environment(backend):
     else:
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [backend, str(float(16 * 4 * 9 * 8))]
+
+
+@pytest.mark.skipif(not _kernels.openmp_enabled(), reason="built without OpenMP")
+def test_default_threads_respect_omp_num_threads():
+    import os
+    import subprocess
+    import sys
+
+    code = "from convt import _kernels; print(_kernels.max_threads())"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                            check=True)
+    assert result.stdout.strip() == "1"
