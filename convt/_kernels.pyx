@@ -8,13 +8,17 @@ stride phase: along an axis, the outputs ``o = r + t * stride`` of one residue
 an ordinary stride-1 correlation over the un-expanded input.  Every output
 element is therefore written exactly once; there is no col2im scatter-add.
 
-* The GEMM engine stacks the phases whose tap offsets agree up to a shift,
-  gathers input tiles into a per-thread buffer (an im2col of one tile, never
-  of the whole tensor) and multiplies them with pre-packed weights through
-  the BLAS of scipy, single-threaded inside an OpenMP ``prange`` over tiles.
-* The direct engine computes one output row at a time with vectorisable
-  axpy loops into per-phase row buffers; it serves depthwise and few-channel
-  problems, where a GEMM would degenerate.
+* The GEMM engine stacks the phases whose tap offsets agree up to a shift.
+  Per work item (a tile of positions and a group of rows) it copies the
+  tile's input once into a zero-padded buffer and runs the register-blocked
+  micro-kernels of _microkernels.h, which read tap j of position q at
+  ``buffer[q + offset[j]]`` (no im2col), against pre-packed weights; then it
+  scatters the product rows to the output.  The BLAS backend runs the same
+  plan on an im2col tile through scipy's BLAS, held single-threaded.  Items
+  are shared by an OpenMP ``prange``.
+* The direct engine computes one output row at a time, each stride phase
+  summed in registers by the row kernels of _direct.h; it serves depthwise
+  and few-channel problems, where a GEMM would degenerate.
 
 All array access goes through element strides, so any memory layout of ``x``,
 ``w`` and ``y`` is served without copying.  Storage may be float16, float32

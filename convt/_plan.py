@@ -5,8 +5,9 @@ Along one axis, output ``o = r + t * stride`` (residue ``r``) receives the taps
 ``i = t + (r + pad_begin - k * dilation) // stride``: a stride-1 correlation
 over the un-expanded input.  Residues whose taps read the same offsets up to a
 common shift form an *axis group*; in N-D, a *stack* is one axis group per axis
-and becomes one GEMM per tile whose rows are (phase, output channel) and whose
-columns are positions ``u = t + shift`` of a grid shared by the stacked phases.
+and becomes one GEMM per tile whose rows are (leading phase, output channel,
+last-axis phase) and whose columns are positions ``u = t + shift`` of a grid
+shared by the stacked phases.
 
 Plans depend on shapes and attributes only, never on the thread count, so the
 work decomposition, and thus every rounding, is the same for every
