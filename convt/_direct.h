@@ -1,4 +1,4 @@
-/* Row kernels of convt's direct engine (depthwise and few-channel problems).
+/* Row kernels of convt's direct engine (a few multiply-adds per output).
  *
  * One call computes one stride phase of one output row:
  *   out[t] (+)= sum over sources s and taps j of w[s * taps + j] * x[s][t + offsets[j]]

@@ -17,8 +17,9 @@ element is therefore written exactly once; there is no col2im scatter-add.
   plan on an im2col tile through scipy's BLAS, held single-threaded.  Items
   are shared by an OpenMP ``prange``.
 * The direct engine computes one output row at a time, each stride phase
-  summed in registers by the row kernels of _direct.h; it serves depthwise
-  and few-channel problems, where a GEMM would degenerate.
+  summed in registers by the row kernels of _direct.h; it serves problems of
+  a few multiply-adds per output (single-channel or depthwise, small
+  kernels), where a GEMM would degenerate.
 
 All array access goes through element strides, so any memory layout of ``x``,
 ``w`` and ``y`` is served without copying.  Storage may be float16, float32

@@ -343,6 +343,9 @@ class DirectPlan:
     phase_length: int
     row_buffers: int            # accumulation elements for one output row's phases
     rows: int
+    in_size: np.ndarray         # spatial input sizes
+    out_size: np.ndarray        # spatial output sizes
+    conv_strides: np.ndarray    # ConvTranspose strides
 
 
 @functools.lru_cache(maxsize=128)
@@ -370,4 +373,7 @@ def direct_plan(geometry, batch, out_channels):
         phase_length=phase_length,
         row_buffers=len(last) * phase_length,
         rows=batch * out_channels * math.prod(geometry.output_shape[:-1]),
+        in_size=_intp(geometry.input_shape),
+        out_size=_intp(geometry.output_shape),
+        conv_strides=_intp(geometry.strides),
     )
