@@ -40,9 +40,9 @@ cnp.import_array()
 convt_detect_f16c()
 
 cdef extern from "_microkernels.h" nogil:
-    ctypedef void (*convt_kernel_f32)(Py_ssize_t, int, const float*, const float*,
+    ctypedef void (*convt_kernel_f32)(Py_ssize_t, Py_ssize_t, int, const float*, const float*,
                                       const Py_ssize_t*, float*, Py_ssize_t, int, float*)
-    ctypedef void (*convt_kernel_f64)(Py_ssize_t, int, const double*, const double*,
+    ctypedef void (*convt_kernel_f64)(Py_ssize_t, Py_ssize_t, int, const double*, const double*,
                                       const Py_ssize_t*, double*, Py_ssize_t, int, double*)
     int CONVT_MR
     int CONVT_MAX_MR
@@ -52,7 +52,6 @@ cdef extern from "_microkernels.h" nogil:
     int CONVT_BACKEND_AVX512
     int CONVT_BACKEND_COUNT
     Py_ssize_t convt_backend_mr(int backend)
-    int convt_avx512_is_double_pumped()
     int convt_backend_available(int backend)
     Py_ssize_t convt_backend_nr(int backend, int is_double)
     convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
@@ -668,7 +667,7 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
         args.kernel_f32[CONVT_MAX_MR] != NULL)  # backends that read B in place do not pack
     # about 2 sqrt(depth), the error-optimal block, in steps cheap for the kernel
     cdef Py_ssize_t sum_block = 32 if depth <= 256 else 64
-    cdef Py_ssize_t block, row, p, width, kernel, k
+    cdef Py_ssize_t block, row, p, width, kernel
     cdef const acc_t* b
     cdef const Py_ssize_t* b_offsets
     cdef acc_t* pack_to
@@ -686,26 +685,18 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
             row = block_start(block, rows, blocks)
             width = block_start(block + 1, rows, blocks) - row
             kernel = (CONVT_MAX_MR if pack_to != NULL else 0) + width - 1
-            # blocked summation: each sum_block steps of depth are summed from zero and
-            # then added; float32 errors then grow with sqrt(block + depth / block)
-            # instead of sqrt(depth) (measured: below PyTorch's on every benchmark)
-            k = 0
-            while k < k_depth:
-                if acc_t is float:
-                    args.kernel_f32[kernel](
-                        min(sum_block, k_depth - k), <int>width,
-                        weights + row * depth + (k_begin + k) * width, b, b_offsets + k,
-                        product + (row - tile.first_row) * product_stride + p * panel,
-                        product_stride, accumulate or k > 0,
-                        pack_to + k * panel if pack_to != NULL else NULL)
-                else:
-                    args.kernel_f64[kernel](
-                        min(sum_block, k_depth - k), <int>width,
-                        weights + row * depth + (k_begin + k) * width, b, b_offsets + k,
-                        product + (row - tile.first_row) * product_stride + p * panel,
-                        product_stride, accumulate or k > 0,
-                        pack_to + k * panel if pack_to != NULL else NULL)
-                k = k + sum_block
+            # blocked summation (see _microkernels.h): measured below PyTorch's
+            # float32 error on every benchmark
+            if acc_t is float:
+                args.kernel_f32[kernel](
+                    k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
+                    b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
+                    product_stride, accumulate, pack_to)
+            else:
+                args.kernel_f64[kernel](
+                    k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
+                    b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
+                    product_stride, accumulate, pack_to)
             if pack_to != NULL:
                 # the remaining blocks read the packed copy
                 b = panel_buffer
@@ -787,7 +778,7 @@ cdef inline const char* optional_data(object array):
 
 def preferred_backend():
     """The fastest GEMM backend this machine can run (measured choices, see the header)."""
-    if convt_backend_available(CONVT_BACKEND_AVX512) and not convt_avx512_is_double_pumped():
+    if convt_backend_available(CONVT_BACKEND_AVX512):
         return "avx512"
     if convt_backend_available(CONVT_BACKEND_AVX2):
         return "avx2"

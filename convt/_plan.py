@@ -126,6 +126,16 @@ def geometry_phases(geometry):
     )
 
 
+@functools.lru_cache(maxsize=128)
+def max_stack_taps(geometry):
+    """Taps of the deepest stack: its GEMM's reduction depth per input channel."""
+    grouped = [axis_groups(phases) for phases in geometry_phases(geometry)]
+    return max(
+        (math.prod(len(group.offsets) for group in stack) for stack in itertools.product(*grouped)),
+        default=0,
+    )
+
+
 def _intp(values, shape=None):
     array = np.array(values, dtype=np.intp)
     if shape is not None:

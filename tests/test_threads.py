@@ -95,3 +95,21 @@ def test_default_threads_respect_omp_num_threads():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                             check=True)
     assert result.stdout.strip() == "1"
+
+
+@pytest.mark.skipif(
+    not {"avx2", "avx512"} <= set(_kernels.available_backends()), reason="needs AVX2 and AVX-512"
+)
+def test_shallow_reductions_run_avx2_unless_avx512_is_requested(monkeypatch):
+    from convt import ConvTranspose, _engine
+
+    geometry = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))._geometry_for(
+        (1, 64, 8, 8), (64, 1, 4, 4)
+    )  # k4 s2: a stack of 4 taps per input channel
+    monkeypatch.delenv(_engine.BACKEND_VARIABLE, raising=False)
+    monkeypatch.setattr(_engine, "default_backend", lambda: "avx512")
+    assert _engine.backend_for(geometry, 1) == "avx2"       # depth 4
+    assert _engine.backend_for(geometry, 15) == "avx2"      # depth 60
+    assert _engine.backend_for(geometry, 16) == "avx512"    # depth 64
+    monkeypatch.setenv(_engine.BACKEND_VARIABLE, "avx512")
+    assert _engine.backend_for(geometry, 1) == "avx512"
