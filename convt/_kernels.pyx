@@ -56,6 +56,8 @@ cdef extern from "_microkernels.h" nogil:
     Py_ssize_t convt_backend_nr(int backend, int is_double)
     convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
     convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
+    convt_kernel_f32 convt_backend_half_f32(int backend, int rows)
+    convt_kernel_f64 convt_backend_half_f64(int backend, int rows)
 
 cdef extern from "_direct.h" nogil:
     ctypedef void (*convt_phase_f32)(Py_ssize_t, const float* const*, const float*,
@@ -252,6 +254,8 @@ cdef struct GemmArgs:
     int backend                      # CONVT_BACKEND_*
     convt_kernel_f32 kernel_f32[24]  # micro-kernels by [pack][rows - 1] (NULL for BLAS)
     convt_kernel_f64 kernel_f64[24]
+    convt_kernel_f32 half_f32[12]    # by [rows - 1]: last panels of <= NR / 2 positions
+    convt_kernel_f64 half_f64[12]
     const char* x
     char* y
     const char* bias
@@ -671,6 +675,9 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
     cdef const acc_t* b
     cdef const Py_ssize_t* b_offsets
     cdef acc_t* pack_to
+    cdef bint half
+    cdef convt_kernel_f32 kernel_f32
+    cdef convt_kernel_f64 kernel_f64
     if args.backend == CONVT_BACKEND_BLAS:
         # weights are one (rows x depth) column-major block, operand (used x k) col-major
         blas_gemm(<int>used, <int>rows, <int>k_depth, operand, <int>ld_operand,
@@ -680,7 +687,9 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
     for p in range(panels):
         b = operand + p * panel
         b_offsets = offsets
-        pack_to = panel_buffer if pack else NULL
+        # a last panel of at most NR / 2 positions: a half-width kernel where there is one
+        half = 2 * (used - p * panel) <= panel and args.half_f32[0] != NULL
+        pack_to = panel_buffer if pack and not half else NULL
         for block in range(tile.first_block, tile.end_block):
             row = block_start(block, rows, blocks)
             width = block_start(block + 1, rows, blocks) - row
@@ -688,15 +697,15 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
             # blocked summation (see _microkernels.h): measured below PyTorch's
             # float32 error on every benchmark
             if acc_t is float:
-                args.kernel_f32[kernel](
-                    k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
-                    b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
-                    product_stride, accumulate, pack_to)
+                kernel_f32 = args.half_f32[width - 1] if half else args.kernel_f32[kernel]
+                kernel_f32(k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
+                           b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
+                           product_stride, accumulate, pack_to)
             else:
-                args.kernel_f64[kernel](
-                    k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
-                    b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
-                    product_stride, accumulate, pack_to)
+                kernel_f64 = args.half_f64[width - 1] if half else args.kernel_f64[kernel]
+                kernel_f64(k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
+                           b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
+                           product_stride, accumulate, pack_to)
             if pack_to != NULL:
                 # the remaining blocks read the packed copy
                 b = panel_buffer
@@ -826,6 +835,9 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
         for rows in range(1, CONVT_MAX_MR + 1):
             args.kernel_f32[pack * CONVT_MAX_MR + rows - 1] = convt_backend_f32(backend, rows, pack)
             args.kernel_f64[pack * CONVT_MAX_MR + rows - 1] = convt_backend_f64(backend, rows, pack)
+    for rows in range(1, CONVT_MAX_MR + 1):
+        args.half_f32[rows - 1] = convt_backend_half_f32(backend, rows)
+        args.half_f64[rows - 1] = convt_backend_half_f64(backend, rows)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)

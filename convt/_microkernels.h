@@ -98,7 +98,7 @@ static unsigned long long convt_xgetbv(void) { return _xgetbv(0); }
 #else
 #include <cpuid.h>
 #define CONVT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define CONVT_TARGET_AVX512 __attribute__((target("avx512f")))
+#define CONVT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 static void convt_cpuid(int leaf, int sub, int regs[4])
 {
     unsigned int a, b, c, d;
@@ -126,14 +126,15 @@ static int convt_cpu_has_avx2_fma(void)
     return (regs[1] & (1 << 5)) != 0;
 }
 
-/* AVX-512F present, and the OS saves the opmask and ZMM state. */
-static int convt_cpu_has_avx512f(void)
+/* AVX-512F and VL present (VL: the 256-bit tail kernels use all 32 registers),
+ * and the OS saves the opmask and ZMM state. */
+static int convt_cpu_has_avx512(void)
 {
     int regs[4];
     if (!convt_cpu_has_avx2_fma()) return 0;
     if ((convt_xgetbv() & 0xe6) != 0xe6) return 0;
     convt_cpuid(7, 0, regs);
-    return (regs[1] & (1 << 16)) != 0;
+    return (regs[1] & (1 << 16)) != 0 && (regs[1] & (1u << 31)) != 0;
 }
 
 #define CONVT_AVX2_NR_F32 16
@@ -285,8 +286,20 @@ static const convt_kernel_f64 convt_avx2_f64[2][CONVT_MR] = {
     CONVT_AVX512_##TYPE(convt_avx512_##TYPE##_r11, 11)                                  \
     CONVT_AVX512_##TYPE(convt_avx512_##TYPE##_r12, 12)
 
+/* Half-width twins for the last panel of a tile when it holds at most NR / 2
+ * positions: the same kernel on 256-bit vectors.  Where 512-bit FMAs are
+ * double-pumped (Zen 4) they cost half as much as a full panel. */
+#define CONVT_AVX512_H32(NAME, ROWS) \
+    CONVT_DEFINE_AVX512(NAME, ROWS, float, __m256, _mm256_setzero_ps, _mm256_loadu_ps, \
+                        _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
+#define CONVT_AVX512_H64(NAME, ROWS) \
+    CONVT_DEFINE_AVX512(NAME, ROWS, double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd, \
+                        _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd)
+
 CONVT_AVX512_ALL(F32)
 CONVT_AVX512_ALL(F64)
+CONVT_AVX512_ALL(H32)
+CONVT_AVX512_ALL(H64)
 
 #define CONVT_AVX512_TABLE(TYPE)                                                      \
     {convt_avx512_##TYPE##_r1, convt_avx512_##TYPE##_r2, convt_avx512_##TYPE##_r3,    \
@@ -296,6 +309,8 @@ CONVT_AVX512_ALL(F64)
 
 static const convt_kernel_f32 convt_avx512_f32[CONVT_AVX512_MR] = CONVT_AVX512_TABLE(F32);
 static const convt_kernel_f64 convt_avx512_f64[CONVT_AVX512_MR] = CONVT_AVX512_TABLE(F64);
+static const convt_kernel_f32 convt_avx512_h32[CONVT_AVX512_MR] = CONVT_AVX512_TABLE(H32);
+static const convt_kernel_f64 convt_avx512_h64[CONVT_AVX512_MR] = CONVT_AVX512_TABLE(H64);
 #endif /* x86-64 */
 
 /* ---------------------------------------------------------------- dispatch */
@@ -311,7 +326,7 @@ static int convt_backend_available(int backend)
     case CONVT_BACKEND_AVX2:
         return convt_cpu_has_avx2_fma();
     case CONVT_BACKEND_AVX512:
-        return convt_cpu_has_avx512f();
+        return convt_cpu_has_avx512();
 #endif
     default:
         return 0;
@@ -370,6 +385,26 @@ static convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
     if (backend == CONVT_BACKEND_AVX512) return pack ? NULL : convt_avx512_f64[rows - 1];
 #endif
     return backend == CONVT_BACKEND_PORTABLE && rows <= CONVT_MR ? convt_portable_f64 : NULL;
+}
+
+/* The kernel for a last panel of at most NR / 2 positions (it computes only
+ * those), or NULL where the backend has none. */
+static convt_kernel_f32 convt_backend_half_f32(int backend, int rows)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512) return convt_avx512_h32[rows - 1];
+#endif
+    (void)backend; (void)rows;
+    return NULL;
+}
+
+static convt_kernel_f64 convt_backend_half_f64(int backend, int rows)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512) return convt_avx512_h64[rows - 1];
+#endif
+    (void)backend; (void)rows;
+    return NULL;
 }
 
 #endif /* CONVT_MICROKERNELS_H */
