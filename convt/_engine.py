@@ -130,7 +130,8 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
     acc = ACCUMULATION_DTYPE[x.dtype]
     kind = STORAGE_KIND[x.dtype]
     backend_id, row_block, panel = _kernels.backend_shape(backend, acc == np.float64)
-    plan = gemm_plan(geometry, batch, cg, mg, group, row_block, panel, acc.itemsize)
+    plan = gemm_plan(geometry, batch, cg, mg, group, row_block, panel, acc.itemsize,
+                     pairs=backend == "avx512")
     if plan.needs_fill:
         fill_with_bias(y, b)
     threads = resolve_threads(num_threads, len(plan.items))

@@ -56,6 +56,12 @@ cdef extern from "_microkernels.h" nogil:
     Py_ssize_t convt_backend_nr(int backend, int is_double)
     convt_kernel_f32 convt_backend_f32(int backend, int rows, int pack)
     convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
+    ctypedef void (*convt_pair_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                    const Py_ssize_t*, Py_ssize_t, float*, Py_ssize_t, int)
+    ctypedef void (*convt_pair_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
+                                    const Py_ssize_t*, Py_ssize_t, double*, Py_ssize_t, int)
+    convt_pair_f32 convt_backend_pair_f32(int backend, int rows, int half)
+    convt_pair_f64 convt_backend_pair_f64(int backend, int rows, int half)
     convt_kernel_f32 convt_backend_half_f32(int backend, int rows)
     convt_kernel_f64 convt_backend_half_f64(int backend, int rows)
 
@@ -125,7 +131,11 @@ cdef enum:
     STACK_GROUP_BLOCKS = 20  # row blocks per group
     STACK_SIBLINGS = 21    # stacked phases of the last axis (adjacent rows)
     STACK_INTERLEAVE = 22  # 1 if they are all the residues of the last axis
-    STACK_FIELDS = 23
+    STACK_EXACT = 23       # 1: per-row panels of each phase pair (multiply_exact)
+    STACK_SEGMENT_ROWS = 24    # blocks never straddle segments of this many rows
+    STACK_SEGMENT_BLOCKS = 25  # row blocks per segment
+    STACK_UNIT = 26        # block sizes are multiples of this many rows
+    STACK_FIELDS = 27
 
 # Row blocks an item needs before its B panels are worth packing contiguously.
 cdef enum:
@@ -256,6 +266,8 @@ cdef struct GemmArgs:
     convt_kernel_f64 kernel_f64[24]
     convt_kernel_f32 half_f32[12]    # by [rows - 1]: last panels of <= NR / 2 positions
     convt_kernel_f64 half_f64[12]
+    convt_pair_f32 pair_f32[12]      # by [half * 6 + rows / 2 - 1] (exact stacks)
+    convt_pair_f64 pair_f64[12]
     const char* x
     char* y
     const char* bias
@@ -279,20 +291,39 @@ cdef struct GemmArgs:
     bint input_is_tile               # x holds acc_t values, spatially C-contiguous
 
 
-cdef inline Py_ssize_t block_start(Py_ssize_t block, Py_ssize_t rows,
-                                   Py_ssize_t blocks) noexcept nogil:
-    """First row of a block: rows are spread over blocks as evenly as possible, so
-    no block is much narrower than the kernel's MR (a 2-row kernel is half as fast)."""
-    return block * (rows // blocks) + min(block, rows % blocks)
+cdef inline Py_ssize_t balanced_start(Py_ssize_t block, Py_ssize_t units,
+                                      Py_ssize_t blocks) noexcept nogil:
+    """First unit of a block when ``units`` are spread over ``blocks`` as evenly as
+    possible, so no block is much narrower than the kernel's MR (a 2-row kernel
+    is half as fast)."""
+    return block * (units // blocks) + min(block, units % blocks)
 
 
-cdef inline Py_ssize_t block_of(Py_ssize_t row, Py_ssize_t rows, Py_ssize_t blocks) noexcept nogil:
+cdef inline Py_ssize_t block_start(Py_ssize_t block, const Py_ssize_t* info) noexcept nogil:
+    """First row of a row block: rows form segments of STACK_SEGMENT_ROWS, each
+    split into STACK_SEGMENT_BLOCKS balanced blocks of whole STACK_UNIT rows
+    (one segment of all rows and units of one row, unless the stack is exact)."""
+    cdef Py_ssize_t segment_rows = info[STACK_SEGMENT_ROWS]
+    cdef Py_ssize_t segment_blocks = info[STACK_SEGMENT_BLOCKS]
+    cdef Py_ssize_t unit = info[STACK_UNIT]
+    return (block // segment_blocks) * segment_rows + unit * balanced_start(
+        block % segment_blocks, segment_rows // unit, segment_blocks)
+
+
+cdef inline Py_ssize_t block_of(Py_ssize_t row, const Py_ssize_t* info) noexcept nogil:
     """The block holding ``row`` (inverse of block_start)."""
-    cdef Py_ssize_t base = rows // blocks
-    cdef Py_ssize_t wide = (rows % blocks) * (base + 1)
-    if row < wide:
-        return row // (base + 1)
-    return rows % blocks + (row - wide) // base
+    cdef Py_ssize_t segment_rows = info[STACK_SEGMENT_ROWS]
+    cdef Py_ssize_t blocks = info[STACK_SEGMENT_BLOCKS]
+    cdef Py_ssize_t units = segment_rows // info[STACK_UNIT]
+    cdef Py_ssize_t unit_index = (row % segment_rows) // info[STACK_UNIT]
+    cdef Py_ssize_t base = units // blocks
+    cdef Py_ssize_t wide = (units % blocks) * (base + 1)
+    cdef Py_ssize_t block
+    if unit_index < wide:
+        block = unit_index // (base + 1)
+    else:
+        block = units % blocks + (unit_index - wide) // base
+    return (row // segment_rows) * blocks + block
 
 
 cdef inline Py_ssize_t row_phase(Py_ssize_t row, Py_ssize_t mg, Py_ssize_t siblings,
@@ -345,8 +376,8 @@ cdef TileSpan decode_tile(const GemmArgs* args, const Py_ssize_t* info,
     cdef int a
     tile.first_block = row_group * info[STACK_GROUP_BLOCKS]
     tile.end_block = min(info[STACK_BLOCKS], tile.first_block + info[STACK_GROUP_BLOCKS])
-    tile.first_row = block_start(tile.first_block, info[STACK_ROWS], info[STACK_BLOCKS])
-    tile.end_row = block_start(tile.end_block, info[STACK_ROWS], info[STACK_BLOCKS])
+    tile.first_row = block_start(tile.first_block, info)
+    tile.end_row = block_start(tile.end_block, info)
     tile.x = axes[3 * last] + column_tile * info[STACK_TILE_COLS]
     tile.cols = min(info[STACK_TILE_COLS], axes[3 * last + 1] - column_tile * info[STACK_TILE_COLS])
     if last >= 1:
@@ -663,7 +694,6 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
     faster than on rows straddling cache lines).
     """
     cdef Py_ssize_t rows = info[STACK_ROWS]
-    cdef Py_ssize_t blocks = info[STACK_BLOCKS]
     cdef Py_ssize_t panel = info[STACK_PANEL]
     cdef Py_ssize_t panels = (used + panel - 1) // panel
     cdef const Py_ssize_t* offsets = args.buffer_offsets + info[STACK_BUFFER_OFFSETS]
@@ -691,8 +721,8 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
         half = 2 * (used - p * panel) <= panel and args.half_f32[0] != NULL
         pack_to = panel_buffer if pack and not half else NULL
         for block in range(tile.first_block, tile.end_block):
-            row = block_start(block, rows, blocks)
-            width = block_start(block + 1, rows, blocks) - row
+            row = block_start(block, info)
+            width = block_start(block + 1, info) - row
             kernel = (CONVT_MAX_MR if pack_to != NULL else 0) + width - 1
             # blocked summation (see _microkernels.h): measured below PyTorch's
             # float32 error on every benchmark
@@ -711,6 +741,74 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
                 b = panel_buffer
                 b_offsets = args.panel_offsets
                 pack_to = NULL
+
+
+cdef bint lead_phase_has(const GemmArgs* args, const Py_ssize_t* phase, const Py_ssize_t* lead,
+                         Py_ssize_t grid_row) noexcept nogil:
+    """Whether a phase has outputs at the leading coordinates and grid row."""
+    cdef int last = args.ndim - 1
+    cdef Py_ssize_t t
+    cdef int a
+    for a in range(last - 1):
+        t = lead[a] - phase[3 * a + 1]
+        if t < 0 or t >= phase[3 * a + 2]:
+            return False
+    if last >= 1:
+        t = grid_row - phase[3 * (last - 1) + 1]
+        if t < 0 or t >= phase[3 * (last - 1) + 2]:
+            return False
+    return True
+
+
+cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
+                         Py_ssize_t depth, Py_ssize_t k_begin, Py_ssize_t k_depth,
+                         const acc_t* operand, const Py_ssize_t* lead, TileSpan tile,
+                         acc_t* product, Py_ssize_t product_stride, bint accumulate) noexcept nogil:
+    """multiply_tile for an exact stack (see convt._plan._exact_pairs).
+
+    Each block is whole pairs of last-axis phases of one leading phase; for each
+    grid row the block has outputs on, its panels cover the pair's positions
+    t = 0 .. count - 1 exactly: the even phase at grid position t + shift, the
+    odd one a `sibling` further, in the same product columns as multiply_tile.
+    """
+    cdef int ndim = args.ndim
+    cdef int last = ndim - 1
+    cdef const Py_ssize_t* phases = args.phases + info[STACK_PHASE_ROWS] * ndim * 3
+    cdef const Py_ssize_t* offsets = args.buffer_offsets + info[STACK_BUFFER_OFFSETS]
+    cdef Py_ssize_t panel = info[STACK_PANEL]
+    cdef Py_ssize_t row_stride = info[STACK_ROW_STRIDE]
+    cdef Py_ssize_t sum_block = 32 if depth <= 256 else 64
+    # the pair's even phase: the same last-axis shift and count in every block
+    cdef const Py_ssize_t* even = phases
+    cdef Py_ssize_t shift = even[3 * last + 1]
+    cdef Py_ssize_t sibling = even[3 * ndim + 3 * last + 1] - shift
+    cdef Py_ssize_t count = even[3 * last + 2]
+    cdef Py_ssize_t r, t, block, row, width, column, kernel, m
+    cdef const Py_ssize_t* phase
+    for r in range(tile.rows):
+        t = 0
+        while t < count:
+            column = r * row_stride + shift + t - tile.x
+            kernel = (6 if 2 * (count - t) <= panel else 0)
+            for block in range(tile.first_block, tile.end_block):
+                row = block_start(block, info)
+                phase = phases + row_phase(row, args.mg, 2, &m) * ndim * 3
+                if not lead_phase_has(args, phase, lead, tile.y + r):
+                    continue
+                width = block_start(block + 1, info) - row
+                if acc_t is float:
+                    args.pair_f32[kernel + width // 2 - 1](
+                        k_depth, sum_block, weights + row * depth + k_begin * width,
+                        operand + column, offsets, sibling,
+                        product + (row - tile.first_row) * product_stride + column,
+                        product_stride, accumulate)
+                else:
+                    args.pair_f64[kernel + width // 2 - 1](
+                        k_depth, sum_block, weights + row * depth + k_begin * width,
+                        operand + column, offsets, sibling,
+                        product + (row - tile.first_row) * product_stride + column,
+                        product_stride, accumulate)
+            t = t + panel
 
 
 cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
@@ -757,9 +855,13 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
             ld_operand = args.x_strides[1]
         else:
             gather_tile(args, info, axes, x_image, c_begin, c_end, lead, tile, operand)
-        multiply_tile(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
-                      source, ld_operand, used, tile, product, product_stride, c_begin > 0,
-                      panel_buffer)
+        if info[STACK_EXACT]:
+            multiply_exact(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
+                           source, lead, tile, product, product_stride, c_begin > 0)
+        else:
+            multiply_tile(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
+                          source, ld_operand, used, tile, product, product_stride, c_begin > 0,
+                          panel_buffer)
         c_begin = c_end
     scatter_tile(args, info, axes, image, group, lead, tile, product, product_stride)
 
@@ -838,6 +940,10 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     for rows in range(1, CONVT_MAX_MR + 1):
         args.half_f32[rows - 1] = convt_backend_half_f32(backend, rows)
         args.half_f64[rows - 1] = convt_backend_half_f64(backend, rows)
+    for pack in range(2):  # here: half-width or not
+        for rows in range(2, CONVT_MAX_MR + 1, 2):
+            args.pair_f32[pack * 6 + rows // 2 - 1] = convt_backend_pair_f32(backend, rows, pack)
+            args.pair_f64[pack * 6 + rows // 2 - 1] = convt_backend_pair_f64(backend, rows, pack)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)
@@ -898,8 +1004,6 @@ cdef void pack_channel_rows(const char* w, int kind, const Py_ssize_t* w_strides
     loop runs over channels outermost, prefetching ahead, and reads each
     w[c, m] kernel once, whole, for all sibling rows.
     """
-    cdef Py_ssize_t rows = info[STACK_ROWS]
-    cdef Py_ssize_t blocks = info[STACK_BLOCKS]
     cdef Py_ssize_t siblings = info[STACK_SIBLINGS]
     cdef Py_ssize_t taps = info[STACK_TAPS]
     cdef Py_ssize_t depth = cg * taps
@@ -913,9 +1017,9 @@ cdef void pack_channel_rows(const char* w, int kind, const Py_ssize_t* w_strides
         for q in range(count):
             row = set_index * siblings + q0 + q
             rho = row_phase(row, mg, siblings, &m)
-            block = block_of(row, rows, blocks)
-            first = block_start(block, rows, blocks)
-            width[q] = block_start(block + 1, rows, blocks) - first
+            block = block_of(row, info)
+            first = block_start(block, info)
+            width[q] = block_start(block + 1, info) - first
             destination[q] = info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] + first * depth \
                 + row - first
         for j0 in range(0, taps, 16):

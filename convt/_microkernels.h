@@ -45,6 +45,15 @@ typedef void (*convt_kernel_f32)(ptrdiff_t depth, ptrdiff_t block, int rows, con
 typedef void (*convt_kernel_f64)(ptrdiff_t depth, ptrdiff_t block, int rows, const double *a,
                                  const double *b, const ptrdiff_t *offsets, double *c,
                                  ptrdiff_t ldc, int accumulate, double *pack_to);
+/* Pair kernels: as above for an even number of rows, where odd rows read B
+ * and write C `sibling` positions further than even rows (two stride phases
+ * of the last axis, one shift apart on the grid). */
+typedef void (*convt_pair_f32)(ptrdiff_t depth, ptrdiff_t block, const float *a,
+                               const float *b, const ptrdiff_t *offsets, ptrdiff_t sibling,
+                               float *c, ptrdiff_t ldc, int accumulate);
+typedef void (*convt_pair_f64)(ptrdiff_t depth, ptrdiff_t block, const double *a,
+                               const double *b, const ptrdiff_t *offsets, ptrdiff_t sibling,
+                               double *c, ptrdiff_t ldc, int accumulate);
 
 /* ---------------------------------------------------------------- portable */
 
@@ -286,6 +295,69 @@ static const convt_kernel_f64 convt_avx2_f64[2][CONVT_MR] = {
     CONVT_AVX512_##TYPE(convt_avx512_##TYPE##_r11, 11)                                  \
     CONVT_AVX512_##TYPE(convt_avx512_##TYPE##_r12, 12)
 
+/* Pair kernels (see convt_pair_f32): two B rows per step of depth. */
+#define CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD) \
+    CONVT_TARGET_AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a,  \
+                                         const T *b, const ptrdiff_t *offsets,         \
+                                         ptrdiff_t sibling, T *c, ptrdiff_t ldc,       \
+                                         int accumulate)                               \
+    {                                                                                  \
+        V acc[ROWS], total[ROWS];                                                      \
+        ptrdiff_t k = 0, end;                                                          \
+        int i;                                                                         \
+        for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();                             \
+        while (k < depth) {                                                            \
+            end = k + block < depth ? k + block : depth;                               \
+            for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                           \
+            for (; k < end; ++k, a += (ROWS)) {                                        \
+                V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + sibling);   \
+                for (i = 0; i < (ROWS); i += 2) {                                      \
+                    acc[i] = FMA(SET1(a[i]), even, acc[i]);                            \
+                    acc[i + 1] = FMA(SET1(a[i + 1]), odd, acc[i + 1]);                 \
+                }                                                                      \
+            }                                                                          \
+            for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);             \
+        }                                                                              \
+        for (i = 0; i < (ROWS); ++i) {                                                 \
+            T *row = c + i * ldc + (i & 1 ? sibling : 0);                              \
+            if (accumulate) total[i] = ADD(LOAD(row), total[i]);                       \
+            STORE(row, total[i]);                                                      \
+        }                                                                              \
+    }
+
+#define CONVT_AVX512_PAIR_F32(NAME, ROWS) \
+    CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, float, __m512, _mm512_setzero_ps, _mm512_loadu_ps, \
+                             _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
+#define CONVT_AVX512_PAIR_F64(NAME, ROWS) \
+    CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, double, __m512d, _mm512_setzero_pd, _mm512_loadu_pd, \
+                             _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd)
+#define CONVT_AVX512_PAIR_H32(NAME, ROWS) \
+    CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, float, __m256, _mm256_setzero_ps, _mm256_loadu_ps, \
+                             _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
+#define CONVT_AVX512_PAIR_H64(NAME, ROWS) \
+    CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd, \
+                             _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd)
+#define CONVT_AVX512_PAIRS(TYPE)                                                  \
+    CONVT_AVX512_PAIR_##TYPE(convt_avx512_pair_##TYPE##_r2, 2)                    \
+    CONVT_AVX512_PAIR_##TYPE(convt_avx512_pair_##TYPE##_r4, 4)                    \
+    CONVT_AVX512_PAIR_##TYPE(convt_avx512_pair_##TYPE##_r6, 6)                    \
+    CONVT_AVX512_PAIR_##TYPE(convt_avx512_pair_##TYPE##_r8, 8)                    \
+    CONVT_AVX512_PAIR_##TYPE(convt_avx512_pair_##TYPE##_r10, 10)                  \
+    CONVT_AVX512_PAIR_##TYPE(convt_avx512_pair_##TYPE##_r12, 12)                  \
+    static const convt_pair_##TYPE##_t convt_avx512_pairs_##TYPE[CONVT_AVX512_MR / 2] = { \
+        convt_avx512_pair_##TYPE##_r2, convt_avx512_pair_##TYPE##_r4,               \
+        convt_avx512_pair_##TYPE##_r6, convt_avx512_pair_##TYPE##_r8,               \
+        convt_avx512_pair_##TYPE##_r10, convt_avx512_pair_##TYPE##_r12};
+
+typedef convt_pair_f32 convt_pair_F32_t;
+typedef convt_pair_f32 convt_pair_H32_t;
+typedef convt_pair_f64 convt_pair_F64_t;
+typedef convt_pair_f64 convt_pair_H64_t;
+CONVT_AVX512_PAIRS(F32)
+CONVT_AVX512_PAIRS(F64)
+CONVT_AVX512_PAIRS(H32)
+CONVT_AVX512_PAIRS(H64)
+
 /* Half-width twins for the last panel of a tile when it holds at most NR / 2
  * positions: the same kernel on 256-bit vectors.  Where 512-bit FMAs are
  * double-pumped (Zen 4) they cost half as much as a full panel. */
@@ -404,6 +476,28 @@ static convt_kernel_f64 convt_backend_half_f64(int backend, int rows)
     if (backend == CONVT_BACKEND_AVX512) return convt_avx512_h64[rows - 1];
 #endif
     (void)backend; (void)rows;
+    return NULL;
+}
+
+/* The pair kernel for `rows` (even, 2..12) rows, half-width or not; NULL
+ * where the backend has none (plans then never ask for one). */
+static convt_pair_f32 convt_backend_pair_f32(int backend, int rows, int half)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512)
+        return (half ? convt_avx512_pairs_H32 : convt_avx512_pairs_F32)[rows / 2 - 1];
+#endif
+    (void)backend; (void)rows; (void)half;
+    return NULL;
+}
+
+static convt_pair_f64 convt_backend_pair_f64(int backend, int rows, int half)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512)
+        return (half ? convt_avx512_pairs_H64 : convt_avx512_pairs_F64)[rows / 2 - 1];
+#endif
+    (void)backend; (void)rows; (void)half;
     return NULL;
 }
 

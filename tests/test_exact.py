@@ -1,0 +1,80 @@
+"""Exact stacks: per-row panels over pairs of last-axis phases (the AVX-512 pair kernels)."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from convt import ConvTranspose, _kernels, _plan
+
+from _helpers import assert_matches_reference, run_engine
+
+pytestmark = pytest.mark.skipif(
+    "avx512" not in _kernels.available_backends(), reason="the pair kernels are AVX-512"
+)
+
+STACK_EXACT = 23
+
+# x shape, w shape, attributes; each plans at least one exact stack
+CASES = {
+    "k4s2_mg6": ((1, 3, 5, 16), (3, 6, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    "half_panel_mg7": ((2, 4, 7, 24), (4, 7, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    "asymmetric_pads": ((1, 5, 3, 8), (5, 16, 4, 4), dict(strides=(2, 2), pads=(0, 2, 1, 0))),
+    "k2s2_padded": ((1, 3, 4, 17), (3, 9, 2, 2), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    "lead_stride3": ((1, 3, 5, 16), (3, 6, 6, 4), dict(strides=(3, 2), pads=(2, 1, 1, 1))),
+    "dilated_lead": ((1, 3, 5, 8), (3, 6, 3, 4), dict(strides=(2, 2), dilations=(2, 1),
+                                                     pads=(1, 1, 1, 1))),
+    "grouped": ((1, 8, 6, 16), (8, 6, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=2)),
+    "3d": ((1, 4, 3, 3, 16), (4, 6, 4, 4, 4), dict(strides=(2, 2, 2), pads=(1,) * 6)),
+    "1d": ((2, 3, 32), (3, 8, 4), dict(strides=(2,), pads=(1, 1))),
+}
+
+
+def _exact_stacks(x, w, params):
+    layer = ConvTranspose(**params)
+    geometry = layer._geometry_for(x.shape, w.shape)
+    group = params.get("group", 1)
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    _, row_block, panel = _kernels.backend_shape("avx512", acc == np.float64)
+    plan = _plan.gemm_plan(geometry, x.shape[0], x.shape[1] // group, w.shape[1], group,
+                           row_block, panel, np.dtype(acc).itemsize, pairs=True)
+    return int(plan.stacks[:, STACK_EXACT].sum())
+
+
+def _operands(name, dtype, with_bias):
+    x_shape, w_shape, params = CASES[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[1] * params.get("group", 1)).astype(dtype) if with_bias else None
+    return x, w, b, params
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_exact_stacks_match_reference(name, dtype):
+    x, w, b, params = _operands(name, dtype, with_bias=name != "k2s2_padded")
+    assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
+    y = run_engine("gemm-avx512", x, w, b, num_threads=2, **params)
+    assert_matches_reference(y, x, w, b, **params)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, monkeypatch):
+    # whole grid rows still fit a tile, but tiles hold few rows, input channels
+    # come in chunks of one or two, and row blocks split into groups
+    monkeypatch.setattr(_plan, "MAX_DEPTH", 8)
+    monkeypatch.setattr(_plan, "OPERAND_BYTES", 4 * 160)
+    monkeypatch.setattr(_plan, "PRODUCT_BYTES", 4 * 12 * 48)
+    _plan.gemm_plan.cache_clear()
+    try:
+        x, w, b, params = _operands(name, np.float32, with_bias=True)
+        assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
+        for threads in (1, 2, 3):
+            y = run_engine("gemm-avx512", x, w, b, num_threads=threads, **params)
+            assert_matches_reference(y, x, w, b, **params)
+            if threads == 1:
+                first = y
+            np.testing.assert_array_equal(y, first)
+    finally:
+        _plan.gemm_plan.cache_clear()
