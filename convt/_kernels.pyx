@@ -413,10 +413,9 @@ cdef inline void fill_run(acc_t* dst, Py_ssize_t count, Py_ssize_t origin, Py_ss
     zero_run(dst, lo)
     if hi - lo <= 64 and step == 1 and (
             acc_t is float and kind == STORAGE_F32 or acc_t is double and kind == STORAGE_F64):
-        # short rows: an inline copy beats a memcpy call
+        # same type, contiguous: a plain copy (glibc picks the vector width)
         same = <const acc_t*>element(x_row, origin + lo, kind)
-        for i in range(hi - lo):
-            dst[lo + i] = same[i]
+        memcpy(dst + lo, same, (hi - lo) * sizeof(acc_t))
     elif hi > lo:
         load_run(dst + lo, element(x_row, (origin + lo) * step, kind), step, hi - lo, kind)
     zero_run(dst + hi, count - hi)
