@@ -34,6 +34,7 @@ from libc.stdint cimport uint16_t
 from libc.string cimport memcpy, memset
 
 cimport numpy as cnp
+import numpy as np
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 cnp.import_array()
@@ -993,85 +994,86 @@ cdef inline void gather_elements(acc_t* dst, Py_ssize_t step, const char* src,
             dst[i * step] = <acc_t>(<const double*>src)[offsets[i]]
 
 
-cdef void pack_channel_rows(const char* w, int kind, const Py_ssize_t* w_strides, int ndim,
-                            acc_t* packed, const Py_ssize_t* info,
-                            const Py_ssize_t* stack_kernels, Py_ssize_t g, Py_ssize_t set_index,
-                            Py_ssize_t cg, Py_ssize_t mg) noexcept nogil:
-    """Pack the sibling rows set_index * siblings ... of group g: one output channel m.
+cdef void tap_table(const Py_ssize_t* w_strides, int ndim, const Py_ssize_t* info,
+                    const Py_ssize_t* stack_kernels, Py_ssize_t mg, Py_ssize_t* table) noexcept nogil:
+    """table[j * rows + row] = offset in w[c] of the weight of product row ``row``, tap j."""
+    cdef Py_ssize_t rows = info[STACK_ROWS]
+    cdef Py_ssize_t taps = info[STACK_TAPS]
+    cdef Py_ssize_t row, rho, m, j, t
+    cdef int a
+    cdef const Py_ssize_t* kernel
+    for row in range(rows):
+        rho = row_phase(row, mg, info[STACK_SIBLINGS], &m)
+        for j in range(taps):
+            kernel = stack_kernels + (rho * taps + j) * ndim
+            t = m * w_strides[1]
+            for a in range(ndim):
+                t = t + kernel[a] * w_strides[2 + a]
+            table[j * rows + row] = t
 
-    Channels are far apart in w (each w[c, m] kernel on its own page), so the
-    loop runs over channels outermost, prefetching ahead, and reads each
-    w[c, m] kernel once, whole, for all sibling rows.
-    """
-    cdef Py_ssize_t siblings = info[STACK_SIBLINGS]
+
+cdef void pack_input_channel(const char* w, int kind, const Py_ssize_t* w_strides,
+                             acc_t* packed, const Py_ssize_t* info, const Py_ssize_t* table,
+                             Py_ssize_t g, Py_ssize_t c, Py_ssize_t cg) noexcept nogil:
+    """Pack every row's weights of input channel c of group g: w[g * cg + c] is one
+    contiguous region, gathered into runs of a block's rows (see pack_weights_typed)."""
+    cdef Py_ssize_t rows = info[STACK_ROWS]
     cdef Py_ssize_t taps = info[STACK_TAPS]
     cdef Py_ssize_t depth = cg * taps
-    cdef Py_ssize_t destination[16]
-    cdef Py_ssize_t width[16]
-    cdef Py_ssize_t tap_offsets[256]
-    cdef Py_ssize_t q0, q, j0, count, tap_count, row, rho, m, block, first, c, j, a, base, t
-    cdef const Py_ssize_t* kernel
-    for q0 in range(0, siblings, 16):
-        count = min(16, siblings - q0)
-        for q in range(count):
-            row = set_index * siblings + q0 + q
-            rho = row_phase(row, mg, siblings, &m)
-            block = block_of(row, info)
-            first = block_start(block, info)
-            width[q] = block_start(block + 1, info) - first
-            destination[q] = info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] + first * depth \
-                + row - first
-        for j0 in range(0, taps, 16):
-            tap_count = min(16, taps - j0)
-            for q in range(count):
-                rho = row_phase(set_index * siblings + q0 + q, mg, siblings, &m)
-                kernel = stack_kernels + (rho * taps + j0) * ndim
-                for j in range(tap_count):
-                    t = 0
-                    for a in range(ndim):
-                        t = t + kernel[j * ndim + a] * w_strides[2 + a]
-                    tap_offsets[q * 16 + j] = t
-            for c in range(cg):
-                base = (g * cg + c) * w_strides[0] + m * w_strides[1]
-                if c + 8 < cg:
-                    convt_prefetch(element(w, base + 8 * w_strides[0], kind))
-                for q in range(count):
-                    gather_elements(packed + destination[q] + (c * taps + j0) * width[q], width[q],
-                                    element(w, base, kind), tap_offsets + q * 16, tap_count, kind)
+    cdef const char* source = element(w, (g * cg + c) * w_strides[0], kind)
+    cdef Py_ssize_t block, first, width, j
+    cdef acc_t* destination
+    for block in range(info[STACK_BLOCKS]):
+        first = block_start(block, info)
+        width = block_start(block + 1, info) - first
+        destination = packed + info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] \
+            + first * depth + c * taps * width
+        for j in range(taps):
+            gather_elements(destination + j * width, 1, source, table + j * rows + first,
+                            width, kind)
+
+
+cdef inline Py_ssize_t table_offset(const Py_ssize_t* stacks, Py_ssize_t stack) noexcept nogil:
+    """Start of a stack's tap table: the rows x taps of the stacks before it."""
+    cdef Py_ssize_t s
+    cdef Py_ssize_t start = 0
+    for s in range(stack):
+        start = start + stacks[s * STACK_FIELDS + STACK_ROWS] * stacks[s * STACK_FIELDS + STACK_TAPS]
+    return start
 
 
 cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides, int ndim,
                              acc_t* packed, const Py_ssize_t* stacks, Py_ssize_t stack_count,
-                             const Py_ssize_t* kernel_index, Py_ssize_t groups,
-                             Py_ssize_t cg, Py_ssize_t mg, int num_threads) noexcept nogil:
+                             const Py_ssize_t* kernel_index, Py_ssize_t* tables,
+                             Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
+                             int num_threads) noexcept nogil:
     """Pack the weights of every stack and group: rows r = (phase, m) by row block
     (see block_start, row_phase), [block][(c, j)][r in block], with
     w[g * cg + c, m, k(phase, j)].
 
     ``kernel_index`` holds, stack after stack, the ndim kernel coordinates of
-    tap j of stacked phase rho at row rho * taps + j.  One task per group and
-    output channel of a stack (pack_channel_rows).
+    tap j of stacked phase rho at row rho * taps + j; ``tables`` has room for
+    every stack's rows x taps (tap_table).  One task per stack, group and input
+    channel: it reads that channel's weights, one contiguous region, and writes
+    runs of whole row blocks.
     """
     cdef Py_ssize_t total = 0
-    cdef Py_ssize_t s, task, local, kernel_start, sets
+    cdef Py_ssize_t kernel_start = 0
+    cdef Py_ssize_t table_start = 0
+    cdef Py_ssize_t s, task, local
     cdef const Py_ssize_t* info
     for s in range(stack_count):
         info = stacks + s * STACK_FIELDS
-        total = total + groups * info[STACK_ROWS] // info[STACK_SIBLINGS]
+        tap_table(w_strides, ndim, info, kernel_index + kernel_start * ndim, mg,
+                  tables + table_start)
+        kernel_start = kernel_start + info[STACK_PHASES] * info[STACK_TAPS]
+        table_start = table_start + info[STACK_ROWS] * info[STACK_TAPS]
+    total = stack_count * groups * cg
     for task in prange(total, num_threads=num_threads, schedule="static"):
-        # find the task's stack; there are few stacks
-        local = task
-        kernel_start = 0
-        s = 0
-        sets = stacks[STACK_ROWS] // stacks[STACK_SIBLINGS]
-        while local >= groups * sets:
-            local = local - groups * sets
-            kernel_start = kernel_start + stacks[s * STACK_FIELDS + STACK_PHASES] \
-                * stacks[s * STACK_FIELDS + STACK_TAPS]
-            s = s + 1
-            sets = stacks[s * STACK_FIELDS + STACK_ROWS] // stacks[s * STACK_FIELDS + STACK_SIBLINGS]
-        pack_channel_rows(w, kind, w_strides, ndim, packed, stacks + s * STACK_FIELDS,
-                          kernel_index + kernel_start * ndim, local // sets, local % sets, cg, mg)
+        s = task // (groups * cg)
+        local = task % (groups * cg)
+        pack_input_channel(w, kind, w_strides, packed, stacks + s * STACK_FIELDS,
+                           tables + table_offset(stacks, s), local // cg, local % cg, cg)
 
 
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
@@ -1084,14 +1086,19 @@ def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray pac
     cdef const Py_ssize_t* index = intp_data(kernel_index)
     cdef Py_ssize_t stack_count = stacks.shape[0]
     cdef int ndim = <int>(w.ndim - 2)
+    cdef cnp.ndarray tables = np.empty(
+        max(1, int((stacks[:, STACK_ROWS] * stacks[:, STACK_TAPS]).sum())), dtype=np.intp)
+    cdef Py_ssize_t* tables_data = <Py_ssize_t*>cnp.PyArray_DATA(tables)
     if packed.dtype.itemsize == 4:
         with nogil:
             pack_weights_typed(w_data, kind, strides, ndim, <float*>cnp.PyArray_DATA(packed),
-                               table, stack_count, index, groups, cg, mg, num_threads)
+                               table, stack_count, index, tables_data, groups, cg, mg,
+                               num_threads)
     else:
         with nogil:
             pack_weights_typed(w_data, kind, strides, ndim, <double*>cnp.PyArray_DATA(packed),
-                               table, stack_count, index, groups, cg, mg, num_threads)
+                               table, stack_count, index, tables_data, groups, cg, mg,
+                               num_threads)
 
 
 # --------------------------------------------------------------------------
