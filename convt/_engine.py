@@ -68,6 +68,12 @@ AVX512_MIN_DEPTH = 64
 
 
 @functools.cache
+def available_backends():
+    """The backends this machine can run (CPUID is slow in virtual machines: asked once)."""
+    return tuple(_kernels.available_backends())
+
+
+@functools.cache
 def default_backend():
     """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS.
 
@@ -76,7 +82,7 @@ def default_backend():
     """
     requested = os.environ.get(BACKEND_VARIABLE)
     if requested:
-        available = _kernels.available_backends()
+        available = available_backends()
         if requested not in available:
             raise ValueError(
                 f"{BACKEND_VARIABLE}={requested!r} cannot be used here; this machine can run "
@@ -94,7 +100,7 @@ def backend_for(geometry, cg):
         backend == "avx512"
         and not os.environ.get(BACKEND_VARIABLE)
         and cg * max_stack_taps(geometry) < AVX512_MIN_DEPTH
-        and "avx2" in _kernels.available_backends()
+        and "avx2" in available_backends()
     ):
         return "avx2"
     return backend
@@ -137,7 +143,7 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
     threads = resolve_threads(num_threads, len(plan.items))
     packed = np.empty(plan.packed_size, dtype=acc)
     _kernels.pack_weights(w, kind, element_strides(w), packed, plan.stacks, plan.kernel_index,
-                          group, cg, mg, threads)
+                          plan.block_starts, group, cg, mg, threads)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
     scratch = np.empty((threads, geometry.ndim), dtype=np.intp)
     input_is_tile = backend == "blas" and x.dtype == acc and _spatially_contiguous(x)
@@ -148,8 +154,8 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
             x, y, b, kind, backend_id, element_strides(x), element_strides(y), plan.in_size,
             plan.conv_strides, cg, mg, plan.stacks, plan.stack_axes, plan.tap_offsets,
             plan.buffer_offsets, plan.phases, plan.items, packed, workspace, scratch,
-            plan.operand_capacity, plan.product_capacity, plan.panel_offsets, input_is_tile,
-            threads,
+            plan.operand_capacity, plan.product_capacity, plan.panel_offsets,
+            plan.block_starts, input_is_tile, threads,
         )
 
 

@@ -133,10 +133,8 @@ cdef enum:
     STACK_SIBLINGS = 21    # stacked phases of the last axis (adjacent rows)
     STACK_INTERLEAVE = 22  # 1 if they are all the residues of the last axis
     STACK_EXACT = 23       # 1: per-row panels of each phase pair (multiply_exact)
-    STACK_SEGMENT_ROWS = 24    # blocks never straddle segments of this many rows
-    STACK_SEGMENT_BLOCKS = 25  # row blocks per segment
-    STACK_UNIT = 26        # block sizes are multiples of this many rows
-    STACK_FIELDS = 27
+    STACK_BLOCK_STARTS = 24    # start of this stack's blocks + 1 rows in block_starts
+    STACK_FIELDS = 25
 
 # Row blocks an item needs before its B panels are worth packing contiguously.
 cdef enum:
@@ -289,42 +287,15 @@ cdef struct GemmArgs:
     convt_interleave_f32 interleave_f32  # stride-2 stores of the chosen backend
     convt_interleave_f64 interleave_f64
     const Py_ssize_t* panel_offsets  # k * NR: rows of a packed B panel
+    const Py_ssize_t* block_starts   # per stack: first row of each row block (convt._plan)
     bint input_is_tile               # x holds acc_t values, spatially C-contiguous
 
 
-cdef inline Py_ssize_t balanced_start(Py_ssize_t block, Py_ssize_t units,
-                                      Py_ssize_t blocks) noexcept nogil:
-    """First unit of a block when ``units`` are spread over ``blocks`` as evenly as
-    possible, so no block is much narrower than the kernel's MR (a 2-row kernel
-    is half as fast)."""
-    return block * (units // blocks) + min(block, units % blocks)
-
-
-cdef inline Py_ssize_t block_start(Py_ssize_t block, const Py_ssize_t* info) noexcept nogil:
-    """First row of a row block: rows form segments of STACK_SEGMENT_ROWS, each
-    split into STACK_SEGMENT_BLOCKS balanced blocks of whole STACK_UNIT rows
-    (one segment of all rows and units of one row, unless the stack is exact)."""
-    cdef Py_ssize_t segment_rows = info[STACK_SEGMENT_ROWS]
-    cdef Py_ssize_t segment_blocks = info[STACK_SEGMENT_BLOCKS]
-    cdef Py_ssize_t unit = info[STACK_UNIT]
-    return (block // segment_blocks) * segment_rows + unit * balanced_start(
-        block % segment_blocks, segment_rows // unit, segment_blocks)
-
-
-cdef inline Py_ssize_t block_of(Py_ssize_t row, const Py_ssize_t* info) noexcept nogil:
-    """The block holding ``row`` (inverse of block_start)."""
-    cdef Py_ssize_t segment_rows = info[STACK_SEGMENT_ROWS]
-    cdef Py_ssize_t blocks = info[STACK_SEGMENT_BLOCKS]
-    cdef Py_ssize_t units = segment_rows // info[STACK_UNIT]
-    cdef Py_ssize_t unit_index = (row % segment_rows) // info[STACK_UNIT]
-    cdef Py_ssize_t base = units // blocks
-    cdef Py_ssize_t wide = (units % blocks) * (base + 1)
-    cdef Py_ssize_t block
-    if unit_index < wide:
-        block = unit_index // (base + 1)
-    else:
-        block = units % blocks + (unit_index - wide) // base
-    return (row // segment_rows) * blocks + block
+cdef inline Py_ssize_t block_start(const Py_ssize_t* starts, const Py_ssize_t* info,
+                                   Py_ssize_t block) noexcept nogil:
+    """First row of a row block of a stack (block == blocks: the stack's rows);
+    blocks never straddle a leading phase in exact stacks (see convt._plan)."""
+    return starts[info[STACK_BLOCK_STARTS] + block]
 
 
 cdef inline Py_ssize_t row_phase(Py_ssize_t row, Py_ssize_t mg, Py_ssize_t siblings,
@@ -377,8 +348,8 @@ cdef TileSpan decode_tile(const GemmArgs* args, const Py_ssize_t* info,
     cdef int a
     tile.first_block = row_group * info[STACK_GROUP_BLOCKS]
     tile.end_block = min(info[STACK_BLOCKS], tile.first_block + info[STACK_GROUP_BLOCKS])
-    tile.first_row = block_start(tile.first_block, info)
-    tile.end_row = block_start(tile.end_block, info)
+    tile.first_row = block_start(args.block_starts, info, tile.first_block)
+    tile.end_row = block_start(args.block_starts, info, tile.end_block)
     tile.x = axes[3 * last] + column_tile * info[STACK_TILE_COLS]
     tile.cols = min(info[STACK_TILE_COLS], axes[3 * last + 1] - column_tile * info[STACK_TILE_COLS])
     if last >= 1:
@@ -721,8 +692,8 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
         half = 2 * (used - p * panel) <= panel and args.half_f32[0] != NULL
         pack_to = panel_buffer if pack and not half else NULL
         for block in range(tile.first_block, tile.end_block):
-            row = block_start(block, info)
-            width = block_start(block + 1, info) - row
+            row = block_start(args.block_starts, info, block)
+            width = block_start(args.block_starts, info, block + 1) - row
             kernel = (CONVT_MAX_MR if pack_to != NULL else 0) + width - 1
             # blocked summation (see _microkernels.h): measured below PyTorch's
             # float32 error on every benchmark
@@ -791,11 +762,11 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
             column = r * row_stride + shift + t - tile.x
             kernel = (6 if 2 * (count - t) <= panel else 0)
             for block in range(tile.first_block, tile.end_block):
-                row = block_start(block, info)
+                row = block_start(args.block_starts, info, block)
                 phase = phases + row_phase(row, args.mg, 2, &m) * ndim * 3
                 if not lead_phase_has(args, phase, lead, tile.y + r):
                     continue
-                width = block_start(block + 1, info) - row
+                width = block_start(args.block_starts, info, block + 1) - row
                 if acc_t is float:
                     args.pair_f32[kernel + width // 2 - 1](
                         k_depth, sum_block, weights + row * depth + k_begin * width,
@@ -922,7 +893,8 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
              cnp.ndarray buffer_offsets, cnp.ndarray phases, cnp.ndarray items,
              cnp.ndarray packed, cnp.ndarray workspace, cnp.ndarray scratch,
              Py_ssize_t operand_capacity, Py_ssize_t product_capacity,
-             cnp.ndarray panel_offsets, bint input_is_tile, int num_threads):
+             cnp.ndarray panel_offsets, cnp.ndarray block_starts, bint input_is_tile,
+             int num_threads):
     """Run the GEMM engine; arrays come from convt._plan (intp tables, C order).
 
     ``workspace`` is (threads, per-thread elements) of the accumulation dtype,
@@ -964,6 +936,7 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.interleave_f32 = convt_interleave_for_f32(backend)
     args.interleave_f64 = convt_interleave_for_f64(backend)
     args.panel_offsets = intp_data(panel_offsets)
+    args.block_starts = intp_data(block_starts)
     args.input_is_tile = input_is_tile
     cdef Py_ssize_t n_items = items.shape[0]
     cdef Py_ssize_t stride = workspace.shape[1]
@@ -1013,8 +986,9 @@ cdef void tap_table(const Py_ssize_t* w_strides, int ndim, const Py_ssize_t* inf
 
 
 cdef void pack_input_channel(const char* w, int kind, const Py_ssize_t* w_strides,
-                             acc_t* packed, const Py_ssize_t* info, const Py_ssize_t* table,
-                             Py_ssize_t g, Py_ssize_t c, Py_ssize_t cg) noexcept nogil:
+                             acc_t* packed, const Py_ssize_t* info, const Py_ssize_t* starts,
+                             const Py_ssize_t* table, Py_ssize_t g, Py_ssize_t c,
+                             Py_ssize_t cg) noexcept nogil:
     """Pack every row's weights of input channel c of group g: w[g * cg + c] is one
     contiguous region, gathered into runs of a block's rows (see pack_weights_typed)."""
     cdef Py_ssize_t rows = info[STACK_ROWS]
@@ -1024,8 +998,8 @@ cdef void pack_input_channel(const char* w, int kind, const Py_ssize_t* w_stride
     cdef Py_ssize_t block, first, width, j
     cdef acc_t* destination
     for block in range(info[STACK_BLOCKS]):
-        first = block_start(block, info)
-        width = block_start(block + 1, info) - first
+        first = block_start(starts, info, block)
+        width = block_start(starts, info, block + 1) - first
         destination = packed + info[STACK_WEIGHTS] + g * info[STACK_GROUP_SIZE] \
             + first * depth + c * taps * width
         for j in range(taps):
@@ -1044,9 +1018,9 @@ cdef inline Py_ssize_t table_offset(const Py_ssize_t* stacks, Py_ssize_t stack) 
 
 cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_strides, int ndim,
                              acc_t* packed, const Py_ssize_t* stacks, Py_ssize_t stack_count,
-                             const Py_ssize_t* kernel_index, Py_ssize_t* tables,
-                             Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg,
-                             int num_threads) noexcept nogil:
+                             const Py_ssize_t* kernel_index, const Py_ssize_t* starts,
+                             Py_ssize_t* tables, Py_ssize_t groups, Py_ssize_t cg,
+                             Py_ssize_t mg, int num_threads) noexcept nogil:
     """Pack the weights of every stack and group: rows r = (phase, m) by row block
     (see block_start, row_phase), [block][(c, j)][r in block], with
     w[g * cg + c, m, k(phase, j)].
@@ -1072,18 +1046,19 @@ cdef void pack_weights_typed(const char* w, int kind, const Py_ssize_t* w_stride
     for task in prange(total, num_threads=num_threads, schedule="static"):
         s = task // (groups * cg)
         local = task % (groups * cg)
-        pack_input_channel(w, kind, w_strides, packed, stacks + s * STACK_FIELDS,
+        pack_input_channel(w, kind, w_strides, packed, stacks + s * STACK_FIELDS, starts,
                            tables + table_offset(stacks, s), local // cg, local % cg, cg)
 
 
 def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray packed,
-                 cnp.ndarray stacks, cnp.ndarray kernel_index, Py_ssize_t groups,
-                 Py_ssize_t cg, Py_ssize_t mg, int num_threads):
+                 cnp.ndarray stacks, cnp.ndarray kernel_index, cnp.ndarray block_starts,
+                 Py_ssize_t groups, Py_ssize_t cg, Py_ssize_t mg, int num_threads):
     """Pack the weights of every stack of a GEMM plan into ``packed`` (see pack_weights_typed)."""
     cdef const char* w_data = <const char*>cnp.PyArray_DATA(w)
     cdef const Py_ssize_t* strides = intp_data(w_strides)
     cdef const Py_ssize_t* table = intp_data(stacks)
     cdef const Py_ssize_t* index = intp_data(kernel_index)
+    cdef const Py_ssize_t* starts = intp_data(block_starts)
     cdef Py_ssize_t stack_count = stacks.shape[0]
     cdef int ndim = <int>(w.ndim - 2)
     cdef cnp.ndarray tables = np.empty(
@@ -1092,13 +1067,13 @@ def pack_weights(cnp.ndarray w, int kind, cnp.ndarray w_strides, cnp.ndarray pac
     if packed.dtype.itemsize == 4:
         with nogil:
             pack_weights_typed(w_data, kind, strides, ndim, <float*>cnp.PyArray_DATA(packed),
-                               table, stack_count, index, tables_data, groups, cg, mg,
-                               num_threads)
+                               table, stack_count, index, starts, tables_data, groups, cg,
+                               mg, num_threads)
     else:
         with nogil:
             pack_weights_typed(w_data, kind, strides, ndim, <double*>cnp.PyArray_DATA(packed),
-                               table, stack_count, index, tables_data, groups, cg, mg,
-                               num_threads)
+                               table, stack_count, index, starts, tables_data, groups, cg,
+                               mg, num_threads)
 
 
 # --------------------------------------------------------------------------

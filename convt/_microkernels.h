@@ -387,18 +387,25 @@ static const convt_kernel_f64 convt_avx512_h64[CONVT_AVX512_MR] = CONVT_AVX512_T
 
 /* ---------------------------------------------------------------- dispatch */
 
-/* Whether a backend can run on this machine. */
+/* Whether a backend can run on this machine.  CPUID exits to the hypervisor
+ * in a virtual machine (microseconds), so each answer is computed once; racing
+ * threads would store the same value. */
 static int convt_backend_available(int backend)
 {
+#ifdef CONVT_X86_64
+    static int has_avx2 = -1, has_avx512 = -1;
+#endif
     switch (backend) {
     case CONVT_BACKEND_BLAS:
     case CONVT_BACKEND_PORTABLE:
         return 1;
 #ifdef CONVT_X86_64
     case CONVT_BACKEND_AVX2:
-        return convt_cpu_has_avx2_fma();
+        if (has_avx2 < 0) has_avx2 = convt_cpu_has_avx2_fma();
+        return has_avx2;
     case CONVT_BACKEND_AVX512:
-        return convt_cpu_has_avx512();
+        if (has_avx512 < 0) has_avx512 = convt_cpu_has_avx512();
+        return has_avx512;
 #endif
     default:
         return 0;

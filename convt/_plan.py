@@ -35,7 +35,7 @@ MIN_TILE = 16
 # Work items to aim for, so that threads finish together (dynamic schedule).
 MIN_WORK_ITEMS = 24
 # Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
-STACK_FIELDS = 27
+STACK_FIELDS = 25
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,7 @@ class GemmPlan:
     operand_capacity: int       # elements of the per-thread gathered operand
     product_capacity: int       # elements of the per-thread product of one item
     panel_offsets: np.ndarray   # k * NR for every row of a packed B panel
+    block_starts: np.ndarray    # per stack, blocks + 1 first rows (see _block_starts)
     workspace_per_thread: int
     needs_fill: bool            # some outputs get no tap: prefill with the bias
 
@@ -236,6 +237,20 @@ def _buffer_offsets(stack, spans, tile, chunk):
     return [c * tile.buffer_channel + tap for c in range(chunk) for tap in taps]
 
 
+def _block_starts(rows, segment_rows, segment_blocks, unit):
+    """First row of every row block, and ``rows``: each segment of ``segment_rows``
+    rows is split into ``segment_blocks`` blocks of whole ``unit`` rows, as evenly
+    as possible, so no block is much narrower than the kernel's MR (a 2-row
+    kernel is half as fast)."""
+    units = segment_rows // unit
+    base, wide = divmod(units, segment_blocks)
+    return [
+        segment * segment_rows + unit * (block * base + min(block, wide))
+        for segment in range(rows // segment_rows)
+        for block in range(segment_blocks)
+    ] + [rows]
+
+
 def _exact_pairs(stack, tile, col_tiles, mg, row_block, panel):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
@@ -277,7 +292,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
     stacks = list(itertools.product(*grouped))
     min_items = -(-MIN_WORK_ITEMS // max(1, batch * groups * len(stacks)))
     stack_rows, axes_rows, offset_rows, buffer_rows, phase_rows = [], [], [], [], []
-    kernel_index, item_counts = [], []
+    kernel_index, item_counts, block_rows = [], [], []
     packed = operand = product = depth_max = 0
     for stack in stacks:
         taps = math.prod(len(group.offsets) for group in stack)
@@ -300,6 +315,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
             segment_rows, unit = rows, 1
         segment_blocks = -(-segment_rows // block)
         blocks = segment_blocks * (rows // segment_rows)
+        starts = _block_starts(rows, segment_rows, segment_blocks, unit)
         # split the row blocks of a tile into groups, for a product buffer of
         # bounded size and enough work items to share; each group repeats the
         # tile's buffer fill and panel packing, so groups keep >= 8 blocks
@@ -319,8 +335,9 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
             tile.rows, tile.cols, row_tiles, col_tiles, tile.row_stride, len(buffer_rows),
             row_groups, group_blocks, len(stack[-1].phases),
             int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
-            int(exact), segment_rows, segment_blocks, unit,
+            int(exact), len(block_rows),
         ])
+        block_rows.extend(starts)
         axes_rows.append([[group.first, group.extent, span] for group, span in zip(stack, spans)])
         for choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
             offset_rows.append([group.offsets[j] for group, j in zip(stack, choice)])
@@ -371,6 +388,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         operand_capacity=operand,
         product_capacity=product,
         panel_offsets=_intp([k * panel for k in range(max(1, depth_max))]),
+        block_starts=_intp(block_rows),
         # + a packed B panel, and room to align it to 64 bytes
         workspace_per_thread=operand + product + depth_max * panel + 64 // itemsize,
         needs_fill=needs_fill,
