@@ -685,6 +685,32 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
                   <acc_t*>weights + k_begin * rows, <int>rows,
                   1 if accumulate else 0, product, <int>product_stride)
         return
+    if tile.end_block - tile.first_block == 1:
+        # one block (few rows, shallow reductions): thousands of short calls per tile
+        row = block_start(args.block_starts, info, tile.first_block)
+        width = block_start(args.block_starts, info, tile.first_block + 1) - row
+        weights = weights + row * depth + k_begin * width
+        product = product + (row - tile.first_row) * product_stride
+        half = 2 * (used - (panels - 1) * panel) <= panel and args.half_f32[0] != NULL
+        if acc_t is float:
+            kernel_f32 = args.kernel_f32[width - 1]
+            for p in range(panels - 1 if half else panels):
+                kernel_f32(k_depth, sum_block, <int>width, weights, operand + p * panel, offsets,
+                           product + p * panel, product_stride, accumulate, NULL)
+            if half:
+                args.half_f32[width - 1](
+                    k_depth, sum_block, <int>width, weights, operand + (panels - 1) * panel,
+                    offsets, product + (panels - 1) * panel, product_stride, accumulate, NULL)
+        else:
+            kernel_f64 = args.kernel_f64[width - 1]
+            for p in range(panels - 1 if half else panels):
+                kernel_f64(k_depth, sum_block, <int>width, weights, operand + p * panel, offsets,
+                           product + p * panel, product_stride, accumulate, NULL)
+            if half:
+                args.half_f64[width - 1](
+                    k_depth, sum_block, <int>width, weights, operand + (panels - 1) * panel,
+                    offsets, product + (panels - 1) * panel, product_stride, accumulate, NULL)
+        return
     for p in range(panels):
         b = operand + p * panel
         b_offsets = offsets
