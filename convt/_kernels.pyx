@@ -61,6 +61,14 @@ cdef extern from "_microkernels.h" nogil:
                                     const Py_ssize_t*, Py_ssize_t, float*, Py_ssize_t, int)
     ctypedef void (*convt_pair_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
                                     const Py_ssize_t*, Py_ssize_t, double*, Py_ssize_t, int)
+    ctypedef void (*convt_pair_store_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                          const Py_ssize_t*, Py_ssize_t, float*, Py_ssize_t,
+                                          int, const float*)
+    ctypedef void (*convt_pair_store_f64)(Py_ssize_t, Py_ssize_t, const double*,
+                                          const double*, const Py_ssize_t*, Py_ssize_t,
+                                          double*, Py_ssize_t, int, const double*)
+    convt_pair_store_f32 convt_backend_pair_store_f32(int backend, int rows, int half)
+    convt_pair_store_f64 convt_backend_pair_store_f64(int backend, int rows, int half)
     convt_pair_f32 convt_backend_pair_f32(int backend, int rows, int half)
     convt_pair_f64 convt_backend_pair_f64(int backend, int rows, int half)
     convt_kernel_f32 convt_backend_half_f32(int backend, int rows)
@@ -267,6 +275,10 @@ cdef struct GemmArgs:
     convt_kernel_f64 half_f64[12]
     convt_pair_f32 pair_f32[12]      # by [half * 6 + rows / 2 - 1] (exact stacks)
     convt_pair_f64 pair_f64[12]
+    convt_pair_store_f32 store_f32[12]  # the same, storing into y (store_exact)
+    convt_pair_store_f64 store_f64[12]
+    bint store_exact                 # exact stacks store into y: y's rows are contiguous
+                                     # and of the accumulation type
     const char* x
     char* y
     const char* bias
@@ -760,13 +772,16 @@ cdef bint lead_phase_has(const GemmArgs* args, const Py_ssize_t* phase, const Py
 cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
                          Py_ssize_t depth, Py_ssize_t k_begin, Py_ssize_t k_depth,
                          const acc_t* operand, const Py_ssize_t* lead, TileSpan tile,
-                         acc_t* product, Py_ssize_t product_stride, bint accumulate) noexcept nogil:
+                         Py_ssize_t image, Py_ssize_t group, acc_t* product,
+                         Py_ssize_t product_stride, bint accumulate) noexcept nogil:
     """multiply_tile for an exact stack (see convt._plan._exact_pairs).
 
     Each block is whole pairs of last-axis phases of one leading phase; for each
     grid row the block has outputs on, its panels cover the pair's positions
     t = 0 .. count - 1 exactly: the even phase at grid position t + shift, the
-    odd one a `sibling` further, in the same product columns as multiply_tile.
+    odd one a `sibling` further.  With args.store_exact the pair kernels write
+    the interleaved outputs into y (plus bias, or added to y after the first
+    K chunk); else they fill the same product columns as multiply_tile.
     """
     cdef int ndim = args.ndim
     cdef int last = ndim - 1
@@ -776,36 +791,52 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
     cdef Py_ssize_t row_stride = info[STACK_ROW_STRIDE]
     cdef Py_ssize_t sum_block = 32 if depth <= 256 else 64
     # the pair's even phase: the same last-axis shift and count in every block
-    cdef const Py_ssize_t* even = phases
-    cdef Py_ssize_t shift = even[3 * last + 1]
-    cdef Py_ssize_t sibling = even[3 * ndim + 3 * last + 1] - shift
-    cdef Py_ssize_t count = even[3 * last + 2]
-    cdef Py_ssize_t r, t, block, row, width, column, kernel, m
+    cdef Py_ssize_t shift = phases[3 * last + 1]
+    cdef Py_ssize_t sibling = phases[3 * ndim + 3 * last + 1] - shift
+    cdef Py_ssize_t count = phases[3 * last + 2]
+    cdef Py_ssize_t r, t, block, row, width, column, kernel, m, base
     cdef const Py_ssize_t* phase
+    cdef const acc_t* a
+    cdef acc_t* y
+    cdef const acc_t* bias
     for r in range(tile.rows):
-        t = 0
-        while t < count:
-            column = r * row_stride + shift + t - tile.x
-            kernel = (6 if 2 * (count - t) <= panel else 0)
-            for block in range(tile.first_block, tile.end_block):
-                row = block_start(args.block_starts, info, block)
-                phase = phases + row_phase(row, args.mg, 2, &m) * ndim * 3
-                if not lead_phase_has(args, phase, lead, tile.y + r):
-                    continue
-                width = block_start(args.block_starts, info, block + 1) - row
-                if acc_t is float:
-                    args.pair_f32[kernel + width // 2 - 1](
-                        k_depth, sum_block, weights + row * depth + k_begin * width,
-                        operand + column, offsets, sibling,
-                        product + (row - tile.first_row) * product_stride + column,
+        column = r * row_stride + shift - tile.x
+        for block in range(tile.first_block, tile.end_block):
+            # the block's weights stay in cache for all its panels along the row
+            row = block_start(args.block_starts, info, block)
+            phase = phases + row_phase(row, args.mg, 2, &m) * ndim * 3
+            if not lead_phase_has(args, phase, lead, tile.y + r):
+                continue
+            width = block_start(args.block_starts, info, block + 1) - row
+            a = weights + row * depth + k_begin * width
+            if args.store_exact:
+                output_base(args, phase, image, group * args.mg + m, lead, &base)
+                row_offset(args, phase, tile.y + r, &base)
+                y = <acc_t*>element(args.y, base + phase[3 * last], args.kind)
+                bias = <const acc_t*>args.bias + group * args.mg + m if args.bias != NULL else NULL
+            t = 0
+            while t < count:
+                kernel = (6 if 2 * (count - t) <= panel else 0) + width // 2 - 1
+                if args.store_exact:
+                    if acc_t is float:
+                        args.store_f32[kernel](k_depth, sum_block, a, operand + column + t,
+                                               offsets, sibling, y + 2 * t, args.y_strides[1],
+                                               accumulate, bias)
+                    else:
+                        args.store_f64[kernel](k_depth, sum_block, a, operand + column + t,
+                                               offsets, sibling, y + 2 * t, args.y_strides[1],
+                                               accumulate, bias)
+                elif acc_t is float:
+                    args.pair_f32[kernel](
+                        k_depth, sum_block, a, operand + column + t, offsets, sibling,
+                        product + (row - tile.first_row) * product_stride + column + t,
                         product_stride, accumulate)
                 else:
-                    args.pair_f64[kernel + width // 2 - 1](
-                        k_depth, sum_block, weights + row * depth + k_begin * width,
-                        operand + column, offsets, sibling,
-                        product + (row - tile.first_row) * product_stride + column,
+                    args.pair_f64[kernel](
+                        k_depth, sum_block, a, operand + column + t, offsets, sibling,
+                        product + (row - tile.first_row) * product_stride + column + t,
                         product_stride, accumulate)
-            t = t + panel
+                t = t + panel
 
 
 cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
@@ -854,13 +885,15 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
             gather_tile(args, info, axes, x_image, c_begin, c_end, lead, tile, operand)
         if info[STACK_EXACT]:
             multiply_exact(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
-                           source, lead, tile, product, product_stride, c_begin > 0)
+                           source, lead, tile, image, group, product, product_stride,
+                           c_begin > 0)
         else:
             multiply_tile(args, info, weights, depth, c_begin * taps, (c_end - c_begin) * taps,
                           source, ld_operand, used, tile, product, product_stride, c_begin > 0,
                           panel_buffer)
         c_begin = c_end
-    scatter_tile(args, info, axes, image, group, lead, tile, product, product_stride)
+    if not (info[STACK_EXACT] and args.store_exact):
+        scatter_tile(args, info, axes, image, group, lead, tile, product, product_stride)
 
 
 cdef void gemm_engine(const GemmArgs* args, const acc_t* packed, Py_ssize_t n_items,
@@ -942,6 +975,10 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
         for rows in range(2, CONVT_MAX_MR + 1, 2):
             args.pair_f32[pack * 6 + rows // 2 - 1] = convt_backend_pair_f32(backend, rows, pack)
             args.pair_f64[pack * 6 + rows // 2 - 1] = convt_backend_pair_f64(backend, rows, pack)
+            args.store_f32[pack * 6 + rows // 2 - 1] = convt_backend_pair_store_f32(
+                backend, rows, pack)
+            args.store_f64[pack * 6 + rows // 2 - 1] = convt_backend_pair_store_f64(
+                backend, rows, pack)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)
@@ -963,6 +1000,8 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.interleave_f64 = convt_interleave_for_f64(backend)
     args.panel_offsets = intp_data(panel_offsets)
     args.block_starts = intp_data(block_starts)
+    args.store_exact = (kind != STORAGE_F16 and args.store_f32[0] != NULL
+                        and y_strides[y_strides.shape[0] - 1] == 1)
     args.input_is_tile = input_is_tile
     cdef Py_ssize_t n_items = items.shape[0]
     cdef Py_ssize_t stride = workspace.shape[1]

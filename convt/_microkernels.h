@@ -54,6 +54,19 @@ typedef void (*convt_pair_f32)(ptrdiff_t depth, ptrdiff_t block, const float *a,
 typedef void (*convt_pair_f64)(ptrdiff_t depth, ptrdiff_t block, const double *a,
                                const double *b, const ptrdiff_t *offsets, ptrdiff_t sibling,
                                double *c, ptrdiff_t ldc, int accumulate);
+/* Pair kernels that store straight into the output: pair j's two rows are the
+ * even and odd outputs of one channel, so their totals are interleaved in
+ * registers and stored as 2 NR contiguous values at y + j * ldy, plus bias[j]
+ * (bias may be NULL), or added to what y holds when `accumulate`.  This skips
+ * the product buffer and the scatter of exact stacks. */
+typedef void (*convt_pair_store_f32)(ptrdiff_t depth, ptrdiff_t block, const float *a,
+                                     const float *b, const ptrdiff_t *offsets,
+                                     ptrdiff_t sibling, float *y, ptrdiff_t ldy,
+                                     int accumulate, const float *bias);
+typedef void (*convt_pair_store_f64)(ptrdiff_t depth, ptrdiff_t block, const double *a,
+                                     const double *b, const ptrdiff_t *offsets,
+                                     ptrdiff_t sibling, double *y, ptrdiff_t ldy,
+                                     int accumulate, const double *bias);
 
 /* ---------------------------------------------------------------- portable */
 
@@ -358,6 +371,88 @@ CONVT_AVX512_PAIRS(F64)
 CONVT_AVX512_PAIRS(H32)
 CONVT_AVX512_PAIRS(H64)
 
+/* Storing pair kernels (see CONVT_DEFINE_AVX512_PAIR_STORE). */
+
+#define CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, T, V, W, SETZERO, LOAD, STORE, SET1, FMA, \
+                                       ADD, INTERLEAVE, LOW, HIGH)                           \
+    CONVT_TARGET_AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a,    \
+                                         const T *b, const ptrdiff_t *offsets,           \
+                                         ptrdiff_t sibling, T *y, ptrdiff_t ldy,         \
+                                         int accumulate, const T *bias)                  \
+    {                                                                                    \
+        V acc[ROWS], total[ROWS];                                                        \
+        ptrdiff_t k = 0, end;                                                            \
+        int i;                                                                           \
+        for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();                               \
+        while (k < depth) {                                                              \
+            end = k + block < depth ? k + block : depth;                                 \
+            for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                             \
+            for (; k < end; ++k, a += (ROWS)) {                                          \
+                V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + sibling);     \
+                for (i = 0; i < (ROWS); i += 2) {                                        \
+                    acc[i] = FMA(SET1(a[i]), even, acc[i]);                              \
+                    acc[i + 1] = FMA(SET1(a[i + 1]), odd, acc[i + 1]);                   \
+                }                                                                        \
+            }                                                                            \
+            for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);               \
+        }                                                                                \
+        for (i = 0; i < (ROWS); i += 2) {                                                \
+            T *row = y + (i / 2) * ldy;                                                  \
+            V low = INTERLEAVE(total[i], LOW, total[i + 1]);                             \
+            V high = INTERLEAVE(total[i], HIGH, total[i + 1]);                           \
+            if (accumulate) {                                                            \
+                low = ADD(LOAD(row), low);                                               \
+                high = ADD(LOAD(row + (W)), high);                                       \
+            } else if (bias) {                                                           \
+                low = ADD(low, SET1(bias[i / 2]));                                       \
+                high = ADD(high, SET1(bias[i / 2]));                                     \
+            }                                                                            \
+            STORE(row, low);                                                             \
+            STORE(row + (W), high);                                                      \
+        }                                                                                \
+    }
+
+#define CONVT_PAIR_STORE_F32(NAME, ROWS)                                                    \
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, __m512, 16, _mm512_setzero_ps,        \
+        _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,  \
+        _mm512_permutex2var_ps,                                                              \
+        _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),           \
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31))
+#define CONVT_PAIR_STORE_H32(NAME, ROWS)                                                    \
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, __m256, 8, _mm256_setzero_ps,         \
+        _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,  \
+        _mm256_permutex2var_ps, _mm256_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11),                 \
+        _mm256_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15))
+#define CONVT_PAIR_STORE_F64(NAME, ROWS)                                                    \
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, double, __m512d, 8, _mm512_setzero_pd,       \
+        _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd,  \
+        _mm512_permutex2var_pd, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),                 \
+        _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15))
+#define CONVT_PAIR_STORE_H64(NAME, ROWS)                                                    \
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, double, __m256d, 4, _mm256_setzero_pd,       \
+        _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd,  \
+        _mm256_permutex2var_pd, _mm256_setr_epi64x(0, 4, 1, 5), _mm256_setr_epi64x(2, 6, 3, 7))
+#define CONVT_AVX512_PAIR_STORES(TYPE)                                            \
+    CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r2, 2)                    \
+    CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r4, 4)                    \
+    CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r6, 6)                    \
+    CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r8, 8)                    \
+    CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r10, 10)                  \
+    CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r12, 12)                  \
+    static const convt_pair_store_##TYPE##_t convt_avx512_stores_##TYPE[CONVT_AVX512_MR / 2] = { \
+        convt_avx512_store_##TYPE##_r2, convt_avx512_store_##TYPE##_r4,             \
+        convt_avx512_store_##TYPE##_r6, convt_avx512_store_##TYPE##_r8,             \
+        convt_avx512_store_##TYPE##_r10, convt_avx512_store_##TYPE##_r12};
+
+typedef convt_pair_store_f32 convt_pair_store_F32_t;
+typedef convt_pair_store_f32 convt_pair_store_H32_t;
+typedef convt_pair_store_f64 convt_pair_store_F64_t;
+typedef convt_pair_store_f64 convt_pair_store_H64_t;
+CONVT_AVX512_PAIR_STORES(F32)
+CONVT_AVX512_PAIR_STORES(H32)
+CONVT_AVX512_PAIR_STORES(F64)
+CONVT_AVX512_PAIR_STORES(H64)
+
 /* Half-width twins for the last panel of a tile when it holds at most NR / 2
  * positions: the same kernel on 256-bit vectors.  Where 512-bit FMAs are
  * double-pumped (Zen 4) they cost half as much as a full panel. */
@@ -503,6 +598,27 @@ static convt_pair_f64 convt_backend_pair_f64(int backend, int rows, int half)
 #ifdef CONVT_X86_64
     if (backend == CONVT_BACKEND_AVX512)
         return (half ? convt_avx512_pairs_H64 : convt_avx512_pairs_F64)[rows / 2 - 1];
+#endif
+    (void)backend; (void)rows; (void)half;
+    return NULL;
+}
+
+/* The storing pair kernel for `rows` (even, 2..12) rows; NULL where there is none. */
+static convt_pair_store_f32 convt_backend_pair_store_f32(int backend, int rows, int half)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512)
+        return (half ? convt_avx512_stores_H32 : convt_avx512_stores_F32)[rows / 2 - 1];
+#endif
+    (void)backend; (void)rows; (void)half;
+    return NULL;
+}
+
+static convt_pair_store_f64 convt_backend_pair_store_f64(int backend, int rows, int half)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512)
+        return (half ? convt_avx512_stores_H64 : convt_avx512_stores_F64)[rows / 2 - 1];
 #endif
     (void)backend; (void)rows; (void)half;
     return NULL;

@@ -78,3 +78,24 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, monkeypatch):
             np.testing.assert_array_equal(y, first)
     finally:
         _plan.gemm_plan.cache_clear()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channel_slice", "strided_columns"])
+def test_exact_stacks_write_into_any_output_layout(layout):
+    # exact stacks store into y directly when its rows are contiguous, and go
+    # through the product buffer otherwise (the public API only passes C order
+    # to the engine; other layouts reach it from internal callers)
+    from convt import _engine
+
+    x, w, b, params = _operands("half_panel_mg7", np.float32, with_bias=True)
+    layer = ConvTranspose(**params)
+    attributes, x, w, b, geometry = layer._prepare(x, w, b)
+    n, m, height, width = layer.output_shape_for(x.shape, w.shape)
+    if layout == "contiguous":
+        y = np.full((n, m, height, width), np.nan, np.float32)
+    elif layout == "channel_slice":
+        y = np.full((n, 3 * m, height, width), np.nan, np.float32)[:, m:2 * m]
+    else:
+        y = np.full((n, m, height, 2 * width), np.nan, np.float32)[..., ::2]
+    _engine.compute(x, w, b, y, geometry, attributes.group, 2, engine="gemm", backend="avx512")
+    assert_matches_reference(y, x, w, b, **params)
