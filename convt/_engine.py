@@ -155,7 +155,8 @@ def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
             plan.conv_strides, cg, mg, plan.stacks, plan.stack_axes, plan.tap_offsets,
             plan.buffer_offsets, plan.phases, plan.items, packed, workspace, scratch,
             plan.operand_capacity, plan.product_capacity, plan.panel_offsets,
-            plan.block_starts, input_is_tile, threads,
+            plan.block_starts, input_is_tile,
+            None if b is None else np.ascontiguousarray(b, dtype=acc), threads,
         )
 
 

@@ -67,6 +67,10 @@ cdef extern from "_microkernels.h" nogil:
     ctypedef void (*convt_pair_store_f64)(Py_ssize_t, Py_ssize_t, const double*,
                                           const double*, const Py_ssize_t*, Py_ssize_t,
                                           double*, Py_ssize_t, int, const double*)
+    ctypedef void (*convt_pair_store_f16)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                          const Py_ssize_t*, Py_ssize_t, uint16_t*, Py_ssize_t,
+                                          int, const float*)
+    convt_pair_store_f16 convt_backend_pair_store_f16(int backend, int rows, int half)
     convt_pair_store_f32 convt_backend_pair_store_f32(int backend, int rows, int half)
     convt_pair_store_f64 convt_backend_pair_store_f64(int backend, int rows, int half)
     convt_pair_f32 convt_backend_pair_f32(int backend, int rows, int half)
@@ -277,6 +281,8 @@ cdef struct GemmArgs:
     convt_pair_f64 pair_f64[12]
     convt_pair_store_f32 store_f32[12]  # the same, storing into y (store_exact)
     convt_pair_store_f64 store_f64[12]
+    convt_pair_store_f16 store_f16[12]
+    const char* bias_acc             # the bias in the accumulation type (or NULL)
     bint store_exact                 # exact stacks store into y: y's rows are contiguous
                                      # and of the accumulation type
     const char* x
@@ -769,6 +775,12 @@ cdef bint lead_phase_has(const GemmArgs* args, const Py_ssize_t* phase, const Py
     return True
 
 
+cdef inline bint store_exact(const GemmArgs* args, const Py_ssize_t* info) noexcept nogil:
+    """Whether an exact stack's kernels store into y (no product buffer, no scatter)."""
+    return info[STACK_EXACT] and args.store_exact and (
+        args.kind != STORAGE_F16 or info[STACK_CHUNK] >= args.cg)
+
+
 cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
                          Py_ssize_t depth, Py_ssize_t k_begin, Py_ssize_t k_depth,
                          const acc_t* operand, const Py_ssize_t* lead, TileSpan tile,
@@ -797,8 +809,11 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
     cdef Py_ssize_t r, t, block, row, width, column, kernel, m, base
     cdef const Py_ssize_t* phase
     cdef const acc_t* a
-    cdef acc_t* y
+    cdef char* y
     cdef const acc_t* bias
+    cdef Py_ssize_t y_item = 2 << args.kind  # bytes per output
+    # float16 outputs are rounded once: straight stores only with a single K chunk
+    cdef bint store = store_exact(args, info)
     for r in range(tile.rows):
         column = r * row_stride + shift - tile.x
         for block in range(tile.first_block, tile.end_block):
@@ -809,23 +824,28 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
                 continue
             width = block_start(args.block_starts, info, block + 1) - row
             a = weights + row * depth + k_begin * width
-            if args.store_exact:
+            if store:
                 output_base(args, phase, image, group * args.mg + m, lead, &base)
                 row_offset(args, phase, tile.y + r, &base)
-                y = <acc_t*>element(args.y, base + phase[3 * last], args.kind)
-                bias = <const acc_t*>args.bias + group * args.mg + m if args.bias != NULL else NULL
+                y = <char*>element(args.y, base + phase[3 * last], args.kind)
+                bias = (<const acc_t*>args.bias_acc + group * args.mg + m
+                        if args.bias_acc != NULL else NULL)
             t = 0
             while t < count:
                 kernel = (6 if 2 * (count - t) <= panel else 0) + width // 2 - 1
-                if args.store_exact:
-                    if acc_t is float:
-                        args.store_f32[kernel](k_depth, sum_block, a, operand + column + t,
-                                               offsets, sibling, y + 2 * t, args.y_strides[1],
-                                               accumulate, bias)
-                    else:
+                if store:
+                    if acc_t is double:
                         args.store_f64[kernel](k_depth, sum_block, a, operand + column + t,
-                                               offsets, sibling, y + 2 * t, args.y_strides[1],
-                                               accumulate, bias)
+                                               offsets, sibling, <double*>(y + 2 * t * y_item),
+                                               args.y_strides[1], accumulate, bias)
+                    elif args.kind == STORAGE_F32:
+                        args.store_f32[kernel](k_depth, sum_block, a, operand + column + t,
+                                               offsets, sibling, <float*>(y + 2 * t * y_item),
+                                               args.y_strides[1], accumulate, bias)
+                    else:
+                        args.store_f16[kernel](k_depth, sum_block, a, operand + column + t,
+                                               offsets, sibling, <uint16_t*>(y + 2 * t * y_item),
+                                               args.y_strides[1], accumulate, bias)
                 elif acc_t is float:
                     args.pair_f32[kernel](
                         k_depth, sum_block, a, operand + column + t, offsets, sibling,
@@ -892,7 +912,7 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
                           source, ld_operand, used, tile, product, product_stride, c_begin > 0,
                           panel_buffer)
         c_begin = c_end
-    if not (info[STACK_EXACT] and args.store_exact):
+    if not store_exact(args, info):
         scatter_tile(args, info, axes, image, group, lead, tile, product, product_stride)
 
 
@@ -953,7 +973,7 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
              cnp.ndarray packed, cnp.ndarray workspace, cnp.ndarray scratch,
              Py_ssize_t operand_capacity, Py_ssize_t product_capacity,
              cnp.ndarray panel_offsets, cnp.ndarray block_starts, bint input_is_tile,
-             int num_threads):
+             object bias_acc, int num_threads):
     """Run the GEMM engine; arrays come from convt._plan (intp tables, C order).
 
     ``workspace`` is (threads, per-thread elements) of the accumulation dtype,
@@ -979,6 +999,8 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
                 backend, rows, pack)
             args.store_f64[pack * 6 + rows // 2 - 1] = convt_backend_pair_store_f64(
                 backend, rows, pack)
+            args.store_f16[pack * 6 + rows // 2 - 1] = convt_backend_pair_store_f16(
+                backend, rows, pack)
     args.x = <const char*>cnp.PyArray_DATA(x)
     args.y = <char*>cnp.PyArray_DATA(y)
     args.bias = optional_data(bias)
@@ -1000,8 +1022,8 @@ def run_gemm(cnp.ndarray x, cnp.ndarray y, object bias, int kind, int backend,
     args.interleave_f64 = convt_interleave_for_f64(backend)
     args.panel_offsets = intp_data(panel_offsets)
     args.block_starts = intp_data(block_starts)
-    args.store_exact = (kind != STORAGE_F16 and args.store_f32[0] != NULL
-                        and y_strides[y_strides.shape[0] - 1] == 1)
+    args.store_exact = args.store_f32[0] != NULL and y_strides[y_strides.shape[0] - 1] == 1
+    args.bias_acc = optional_data(bias_acc)
     args.input_is_tile = input_is_tile
     cdef Py_ssize_t n_items = items.shape[0]
     cdef Py_ssize_t stride = workspace.shape[1]

@@ -25,6 +25,7 @@
 #define CONVT_MICROKERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Rows per block (MR): at most CONVT_MAX_MR for any backend. */
 #define CONVT_MR 6
@@ -62,6 +63,10 @@ typedef void (*convt_pair_f64)(ptrdiff_t depth, ptrdiff_t block, const double *a
 typedef void (*convt_pair_store_f32)(ptrdiff_t depth, ptrdiff_t block, const float *a,
                                      const float *b, const ptrdiff_t *offsets,
                                      ptrdiff_t sibling, float *y, ptrdiff_t ldy,
+                                     int accumulate, const float *bias);
+typedef void (*convt_pair_store_f16)(ptrdiff_t depth, ptrdiff_t block, const float *a,
+                                     const float *b, const ptrdiff_t *offsets,
+                                     ptrdiff_t sibling, uint16_t *y, ptrdiff_t ldy,
                                      int accumulate, const float *bias);
 typedef void (*convt_pair_store_f64)(ptrdiff_t depth, ptrdiff_t block, const double *a,
                                      const double *b, const ptrdiff_t *offsets,
@@ -120,7 +125,7 @@ static unsigned long long convt_xgetbv(void) { return _xgetbv(0); }
 #else
 #include <cpuid.h>
 #define CONVT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define CONVT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
+#define CONVT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,fma,f16c")))
 static void convt_cpuid(int leaf, int sub, int regs[4])
 {
     unsigned int a, b, c, d;
@@ -149,12 +154,14 @@ static int convt_cpu_has_avx2_fma(void)
 }
 
 /* AVX-512F and VL present (VL: the 256-bit tail kernels use all 32 registers),
- * and the OS saves the opmask and ZMM state. */
+ * F16C too (every AVX-512 CPU has it), and the OS saves the opmask and ZMM state. */
 static int convt_cpu_has_avx512(void)
 {
     int regs[4];
     if (!convt_cpu_has_avx2_fma()) return 0;
     if ((convt_xgetbv() & 0xe6) != 0xe6) return 0;
+    convt_cpuid(1, 0, regs);
+    if (!(regs[2] & (1 << 29))) return 0; /* F16C: the float16 output kernels */
     convt_cpuid(7, 0, regs);
     return (regs[1] & (1 << 16)) != 0 && (regs[1] & (1u << 31)) != 0;
 }
@@ -373,11 +380,11 @@ CONVT_AVX512_PAIRS(H64)
 
 /* Storing pair kernels (see CONVT_DEFINE_AVX512_PAIR_STORE). */
 
-#define CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, T, V, W, SETZERO, LOAD, STORE, SET1, FMA, \
-                                       ADD, INTERLEAVE, LOW, HIGH)                           \
+#define CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE, \
+                                       SET1, FMA, ADD, INTERLEAVE, LOW, HIGH)                \
     CONVT_TARGET_AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a,    \
                                          const T *b, const ptrdiff_t *offsets,           \
-                                         ptrdiff_t sibling, T *y, ptrdiff_t ldy,         \
+                                         ptrdiff_t sibling, YT *y, ptrdiff_t ldy,        \
                                          int accumulate, const T *bias)                  \
     {                                                                                    \
         V acc[ROWS], total[ROWS];                                                        \
@@ -397,41 +404,65 @@ CONVT_AVX512_PAIRS(H64)
             for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);               \
         }                                                                                \
         for (i = 0; i < (ROWS); i += 2) {                                                \
-            T *row = y + (i / 2) * ldy;                                                  \
+            YT *row = y + (i / 2) * ldy;                                                 \
             V low = INTERLEAVE(total[i], LOW, total[i + 1]);                             \
             V high = INTERLEAVE(total[i], HIGH, total[i + 1]);                           \
             if (accumulate) {                                                            \
-                low = ADD(LOAD(row), low);                                               \
-                high = ADD(LOAD(row + (W)), high);                                       \
+                low = ADD(YLOAD(row), low);                                              \
+                high = ADD(YLOAD(row + (W)), high);                                      \
             } else if (bias) {                                                           \
                 low = ADD(low, SET1(bias[i / 2]));                                       \
                 high = ADD(high, SET1(bias[i / 2]));                                     \
             }                                                                            \
-            STORE(row, low);                                                             \
-            STORE(row + (W), high);                                                      \
+            YSTORE(row, low);                                                            \
+            YSTORE(row + (W), high);                                                     \
         }                                                                                \
     }
 
+/* float16 outputs: rounded once from the float total (+ bias), like the scatter */
+#define CONVT_LOAD_H512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define CONVT_STORE_H512(p, v) _mm256_storeu_si256((__m256i *)(p), \
+    _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define CONVT_LOAD_H256(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define CONVT_STORE_H256(p, v) _mm_storeu_si128((__m128i *)(p), \
+    _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define CONVT_PERMUTE_F32_LOW512 \
+    _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+#define CONVT_PERMUTE_F32_HIGH512 \
+    _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+#define CONVT_PERMUTE_F32_LOW256 _mm256_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11)
+#define CONVT_PERMUTE_F32_HIGH256 _mm256_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15)
+
 #define CONVT_PAIR_STORE_F32(NAME, ROWS)                                                    \
-    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, __m512, 16, _mm512_setzero_ps,        \
-        _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,  \
-        _mm512_permutex2var_ps,                                                              \
-        _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),           \
-        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31))
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, float, __m512, 16, _mm512_setzero_ps, \
+        _mm512_loadu_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, \
+        _mm512_add_ps, _mm512_permutex2var_ps, CONVT_PERMUTE_F32_LOW512,                     \
+        CONVT_PERMUTE_F32_HIGH512)
 #define CONVT_PAIR_STORE_H32(NAME, ROWS)                                                    \
-    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, __m256, 8, _mm256_setzero_ps,         \
-        _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,  \
-        _mm256_permutex2var_ps, _mm256_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11),                 \
-        _mm256_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15))
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, float, __m256, 8, _mm256_setzero_ps,  \
+        _mm256_loadu_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, \
+        _mm256_add_ps, _mm256_permutex2var_ps, CONVT_PERMUTE_F32_LOW256,                     \
+        CONVT_PERMUTE_F32_HIGH256)
+#define CONVT_PAIR_STORE_F16(NAME, ROWS)                                                    \
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, uint16_t, __m512, 16,                 \
+        _mm512_setzero_ps, _mm512_loadu_ps, CONVT_LOAD_H512, CONVT_STORE_H512,              \
+        _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_permutex2var_ps,             \
+        CONVT_PERMUTE_F32_LOW512, CONVT_PERMUTE_F32_HIGH512)
+#define CONVT_PAIR_STORE_H16(NAME, ROWS)                                                    \
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, float, uint16_t, __m256, 8,                  \
+        _mm256_setzero_ps, _mm256_loadu_ps, CONVT_LOAD_H256, CONVT_STORE_H256,              \
+        _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_permutex2var_ps,             \
+        CONVT_PERMUTE_F32_LOW256, CONVT_PERMUTE_F32_HIGH256)
 #define CONVT_PAIR_STORE_F64(NAME, ROWS)                                                    \
-    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, double, __m512d, 8, _mm512_setzero_pd,       \
-        _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd,  \
-        _mm512_permutex2var_pd, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),                 \
-        _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15))
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, double, double, __m512d, 8,                  \
+        _mm512_setzero_pd, _mm512_loadu_pd, _mm512_loadu_pd, _mm512_storeu_pd,              \
+        _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, _mm512_permutex2var_pd,             \
+        _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15))
 #define CONVT_PAIR_STORE_H64(NAME, ROWS)                                                    \
-    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, double, __m256d, 4, _mm256_setzero_pd,       \
-        _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd,  \
-        _mm256_permutex2var_pd, _mm256_setr_epi64x(0, 4, 1, 5), _mm256_setr_epi64x(2, 6, 3, 7))
+    CONVT_DEFINE_AVX512_PAIR_STORE(NAME, ROWS, double, double, __m256d, 4,                  \
+        _mm256_setzero_pd, _mm256_loadu_pd, _mm256_loadu_pd, _mm256_storeu_pd,              \
+        _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, _mm256_permutex2var_pd,            \
+        _mm256_setr_epi64x(0, 4, 1, 5), _mm256_setr_epi64x(2, 6, 3, 7))
 #define CONVT_AVX512_PAIR_STORES(TYPE)                                            \
     CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r2, 2)                    \
     CONVT_PAIR_STORE_##TYPE(convt_avx512_store_##TYPE##_r4, 4)                    \
@@ -446,10 +477,14 @@ CONVT_AVX512_PAIRS(H64)
 
 typedef convt_pair_store_f32 convt_pair_store_F32_t;
 typedef convt_pair_store_f32 convt_pair_store_H32_t;
+typedef convt_pair_store_f16 convt_pair_store_F16_t;
+typedef convt_pair_store_f16 convt_pair_store_H16_t;
 typedef convt_pair_store_f64 convt_pair_store_F64_t;
 typedef convt_pair_store_f64 convt_pair_store_H64_t;
 CONVT_AVX512_PAIR_STORES(F32)
 CONVT_AVX512_PAIR_STORES(H32)
+CONVT_AVX512_PAIR_STORES(F16)
+CONVT_AVX512_PAIR_STORES(H16)
 CONVT_AVX512_PAIR_STORES(F64)
 CONVT_AVX512_PAIR_STORES(H64)
 
@@ -609,6 +644,16 @@ static convt_pair_store_f32 convt_backend_pair_store_f32(int backend, int rows, 
 #ifdef CONVT_X86_64
     if (backend == CONVT_BACKEND_AVX512)
         return (half ? convt_avx512_stores_H32 : convt_avx512_stores_F32)[rows / 2 - 1];
+#endif
+    (void)backend; (void)rows; (void)half;
+    return NULL;
+}
+
+static convt_pair_store_f16 convt_backend_pair_store_f16(int backend, int rows, int half)
+{
+#ifdef CONVT_X86_64
+    if (backend == CONVT_BACKEND_AVX512)
+        return (half ? convt_avx512_stores_H16 : convt_avx512_stores_F16)[rows / 2 - 1];
 #endif
     (void)backend; (void)rows; (void)half;
     return NULL;

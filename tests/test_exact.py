@@ -59,8 +59,9 @@ def test_exact_stacks_match_reference(name, dtype):
     assert_matches_reference(y, x, w, b, **params)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, monkeypatch):
+def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, monkeypatch):
     # whole grid rows still fit a tile, but tiles hold few rows, input channels
     # come in chunks of one or two, and row blocks split into groups
     monkeypatch.setattr(_plan, "MAX_DEPTH", 8)
@@ -68,7 +69,7 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, monkeypatch):
     monkeypatch.setattr(_plan, "PRODUCT_BYTES", 4 * 12 * 48)
     _plan.gemm_plan.cache_clear()
     try:
-        x, w, b, params = _operands(name, np.float32, with_bias=True)
+        x, w, b, params = _operands(name, dtype, with_bias=True)
         assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
         for threads in (1, 2, 3):
             y = run_engine("gemm-avx512", x, w, b, num_threads=threads, **params)
