@@ -187,6 +187,67 @@ CONVT_TARGET_AVX2 static void convt_interleave_avx2_f64(double *y, const double 
 }
 #endif
 
+/* y[2 i] = src[i] + bias for i < count: one stride phase of a stride-2 output
+ * row, whose odd outputs belong to another stack, possibly another thread.
+ * AVX-512 masked stores write the even lanes only, 8 outputs per store; the
+ * fallback is scalar.  convt_masked_stores is set when the module loads. */
+static int convt_masked_stores = 0;
+
+static void convt_detect_masked_stores(void)
+{
+    convt_masked_stores = convt_backend_available(CONVT_BACKEND_AVX512);
+}
+
+#ifdef CONVT_X86_64
+CONVT_TARGET_AVX512 static void convt_store_even_avx512_f32(float *y, const float *src,
+                                                           ptrdiff_t count, float bias)
+{
+    __m512 b = _mm512_set1_ps(bias);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m512 v = _mm512_maskz_expand_ps(0x5555, _mm512_castps256_ps512(_mm256_loadu_ps(src + i)));
+        _mm512_mask_storeu_ps(y + 2 * i, 0x5555, _mm512_add_ps(v, b));
+    }
+    for (; i < count; ++i) y[2 * i] = src[i] + bias;
+}
+
+CONVT_TARGET_AVX512 static void convt_store_even_avx512_f64(double *y, const double *src,
+                                                           ptrdiff_t count, double bias)
+{
+    __m512d b = _mm512_set1_pd(bias);
+    ptrdiff_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+        __m512d v = _mm512_maskz_expand_pd(0x55, _mm512_castpd256_pd512(_mm256_loadu_pd(src + i)));
+        _mm512_mask_storeu_pd(y + 2 * i, 0x55, _mm512_add_pd(v, b));
+    }
+    for (; i < count; ++i) y[2 * i] = src[i] + bias;
+}
+#endif
+
+static void convt_store_even_f32(float *y, const float *src, ptrdiff_t count, float bias)
+{
+    ptrdiff_t i;
+#ifdef CONVT_X86_64
+    if (convt_masked_stores) {
+        convt_store_even_avx512_f32(y, src, count, bias);
+        return;
+    }
+#endif
+    for (i = 0; i < count; ++i) y[2 * i] = src[i] + bias;
+}
+
+static void convt_store_even_f64(double *y, const double *src, ptrdiff_t count, double bias)
+{
+    ptrdiff_t i;
+#ifdef CONVT_X86_64
+    if (convt_masked_stores) {
+        convt_store_even_avx512_f64(y, src, count, bias);
+        return;
+    }
+#endif
+    for (i = 0; i < count; ++i) y[2 * i] = src[i] + bias;
+}
+
 static convt_interleave_f32 convt_interleave_for_f32(int backend)
 {
 #ifdef CONVT_X86_64

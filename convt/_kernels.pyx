@@ -39,6 +39,7 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 cnp.import_array()
 convt_detect_f16c()
+convt_detect_masked_stores()
 
 cdef extern from "_microkernels.h" nogil:
     ctypedef void (*convt_kernel_f32)(Py_ssize_t, Py_ssize_t, int, const float*, const float*,
@@ -79,6 +80,10 @@ cdef extern from "_microkernels.h" nogil:
     convt_kernel_f64 convt_backend_half_f64(int backend, int rows)
 
 cdef extern from "_direct.h" nogil:
+    void convt_detect_masked_stores()
+    int convt_masked_stores
+    void convt_store_even_f32(float* y, const float* src, Py_ssize_t count, float bias)
+    void convt_store_even_f64(double* y, const double* src, Py_ssize_t count, double bias)
     ctypedef void (*convt_phase_f32)(Py_ssize_t, const float* const*, const float*,
                                      Py_ssize_t, const Py_ssize_t*, Py_ssize_t, Py_ssize_t,
                                      float*, int)
@@ -151,6 +156,13 @@ cdef enum:
 # Row blocks an item needs before its B panels are worth packing contiguously.
 cdef enum:
     PACK_MIN_BLOCKS = 4
+
+
+def _use_masked_stores(bint enabled):
+    """Tests only: turn the AVX-512 stride-2 stores off (or back on, where the CPU has them)."""
+    global convt_masked_stores
+    convt_detect_masked_stores()
+    convt_masked_stores = convt_masked_stores and enabled
 
 
 def _use_f16c(bint enabled):
@@ -240,6 +252,8 @@ cdef inline void store_run(char* dst, Py_ssize_t step, const acc_t* src,
         floats = <float*>dst
         if acc_t is float and step == 1:
             convt_add_bias_f32(floats, src, count, bias)
+        elif acc_t is float and step == 2:
+            convt_store_even_f32(floats, src, count, bias)
         elif step == 1:
             for i in range(count):
                 floats[i] = <float>(src[i] + bias)
@@ -250,6 +264,8 @@ cdef inline void store_run(char* dst, Py_ssize_t step, const acc_t* src,
         doubles = <double*>dst
         if acc_t is double and step == 1:
             convt_add_bias_f64(doubles, src, count, bias)
+        elif acc_t is double and step == 2:
+            convt_store_even_f64(doubles, src, count, bias)
         elif step == 1:
             for i in range(count):
                 doubles[i] = <double>(src[i] + bias)
