@@ -151,7 +151,8 @@ cdef enum:
     STACK_INTERLEAVE = 22  # 1 if they are all the residues of the last axis
     STACK_EXACT = 23       # 1: per-row panels of each phase pair (multiply_exact)
     STACK_BLOCK_STARTS = 24    # start of this stack's blocks + 1 rows in block_starts
-    STACK_FIELDS = 25
+    STACK_PARTNER = 25     # the stack of the other stride-2 residue run by the same items, or -1
+    STACK_FIELDS = 26
 
 # Row blocks an item needs before its B panels are worth packing contiguously.
 cdef enum:
@@ -592,6 +593,35 @@ cdef inline Py_ssize_t phase_t_end(const Py_ssize_t* phase, int last, TileSpan t
     return min(tile.x + tile.cols, phase[3 * last + 1] + phase[3 * last + 2]) - phase[3 * last + 1]
 
 
+cdef void store_interleaved(const GemmArgs* args, Py_ssize_t offset, const acc_t** rows,
+                            Py_ssize_t stride, Py_ssize_t count, acc_t bias) noexcept nogil:
+    """y[offset + (t * stride + q) * step] = rows[q][t] + bias, for t < count and q < stride:
+    the residues of one output row, written front to back (stride 2: whole vectors)."""
+    cdef int kind = args.kind
+    cdef Py_ssize_t step = args.y_strides[1 + args.ndim]
+    cdef Py_ssize_t done, chunk, t, q
+    cdef acc_t merged[64]
+    if stride == 2 and step == 1 and kind != STORAGE_F16:
+        # float32 storage accumulates in float, float64 in double
+        if acc_t is float:
+            args.interleave_f32(<float*>element(args.y, offset, kind), rows[0], rows[1], count,
+                                bias)
+        else:
+            args.interleave_f64(<double*>element(args.y, offset, kind), rows[0], rows[1], count,
+                                bias)
+        return
+    # interleave a chunk of whole output groups, then store it as one run
+    done = 0
+    while done < count:
+        chunk = min(count - done, 64 // stride)
+        for t in range(chunk):
+            for q in range(stride):
+                merged[t * stride + q] = rows[q][done + t]
+        store_run(<char*>element(args.y, offset + done * stride * step, kind), step,
+                  merged, chunk * stride, bias, kind)
+        done = done + chunk
+
+
 cdef void scatter_siblings(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* first,
                            Py_ssize_t image, Py_ssize_t channel, const Py_ssize_t* lead,
                            TileSpan tile, const acc_t* source, Py_ssize_t product_stride) noexcept nogil:
@@ -606,10 +636,10 @@ cdef void scatter_siblings(const GemmArgs* args, const Py_ssize_t* info, const P
     cdef Py_ssize_t step = args.y_strides[2 + last]
     cdef Py_ssize_t t_begin = 0
     cdef Py_ssize_t t_end = tile.x + tile.cols  # any upper bound
-    cdef Py_ssize_t q, r, t, base, offset, count, done, chunk
+    cdef Py_ssize_t q, r, base, offset, count
     cdef const Py_ssize_t* phase
     cdef const acc_t* rows[16]
-    cdef acc_t merged[64]
+    cdef const acc_t* at[16]
     cdef acc_t bias = bias_of(args.bias, channel, kind, source)
     for q in range(stride):
         phase = first + q * args.ndim * 3
@@ -631,25 +661,66 @@ cdef void scatter_siblings(const GemmArgs* args, const Py_ssize_t* info, const P
         offset = base
         if not row_offset(args, first, tile.y + r, &offset):
             continue
-        if stride == 2 and step == 1 and kind != STORAGE_F16:
-            # float32 storage accumulates in float, float64 in double
-            if acc_t is float:
-                args.interleave_f32(<float*>element(args.y, offset, kind),
-                                    rows[0] + r * row_stride, rows[1] + r * row_stride, count, bias)
-            else:
-                args.interleave_f64(<double*>element(args.y, offset, kind),
-                                    rows[0] + r * row_stride, rows[1] + r * row_stride, count, bias)
-        else:
-            # interleave a chunk of whole output groups, then store it as one run
-            done = 0
-            while done < count:
-                chunk = min(count - done, 64 // stride)
-                for t in range(chunk):
-                    for q in range(stride):
-                        merged[t * stride + q] = rows[q][r * row_stride + done + t]
-                store_run(<char*>element(args.y, offset + done * stride * step, kind), step,
-                          merged, chunk * stride, bias, kind)
-                done = done + chunk
+        for q in range(stride):
+            at[q] = rows[q] + r * row_stride
+        store_interleaved(args, offset, at, stride, count, bias)
+
+
+cdef void scatter_pair(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* other,
+                       Py_ssize_t image, Py_ssize_t group, const Py_ssize_t* lead,
+                       TileSpan tile, TileSpan other_tile, const acc_t* product,
+                       const acc_t* other_product) noexcept nogil:
+    """Write the products of a residue pair (see convt._plan._residue_pairs): the
+    outputs both residues have in a row are interleaved, as scatter_siblings does
+    for stacked residues; the others go through scatter_row."""
+    cdef int ndim = args.ndim
+    cdef int last = ndim - 1
+    cdef const Py_ssize_t* even_phases = args.phases + info[STACK_PHASE_ROWS] * ndim * 3
+    cdef const Py_ssize_t* odd_phases = args.phases + other[STACK_PHASE_ROWS] * ndim * 3
+    cdef Py_ssize_t even_stride = info[STACK_ROW_STRIDE]
+    cdef Py_ssize_t odd_stride = other[STACK_ROW_STRIDE]
+    cdef Py_ssize_t step = args.y_strides[2 + last]
+    cdef Py_ssize_t row, rho, m, channel, base, offset, r
+    cdef Py_ssize_t even_begin, even_end, odd_begin, odd_end, t_begin, t_end
+    cdef const Py_ssize_t* even
+    cdef const Py_ssize_t* odd
+    cdef const acc_t* even_rows
+    cdef const acc_t* odd_rows
+    cdef const acc_t* at[2]
+    cdef acc_t bias
+    for row in range(tile.first_row, tile.end_row):
+        rho = row_phase(row, args.mg, 1, &m)
+        even = even_phases + rho * ndim * 3
+        odd = odd_phases + rho * ndim * 3
+        channel = group * args.mg + m
+        even_rows = product + (row - tile.first_row) * info[STACK_COLUMNS]
+        odd_rows = other_product + (row - tile.first_row) * other[STACK_COLUMNS]
+        even_begin = phase_t_begin(even, last, tile)
+        even_end = phase_t_end(even, last, tile)
+        odd_begin = phase_t_begin(odd, last, other_tile)
+        odd_end = phase_t_end(odd, last, other_tile)
+        t_begin = max(even_begin, odd_begin)
+        t_end = max(t_begin, min(even_end, odd_end))
+        # outputs of one residue only (the ends of rows)
+        scatter_row(args, even, image, channel, lead, tile, even_rows, even_stride, even_begin,
+                    min(t_begin, even_end))
+        scatter_row(args, even, image, channel, lead, tile, even_rows, even_stride,
+                    max(t_end, even_begin), even_end)
+        scatter_row(args, odd, image, channel, lead, other_tile, odd_rows, odd_stride, odd_begin,
+                    min(t_begin, odd_end))
+        scatter_row(args, odd, image, channel, lead, other_tile, odd_rows, odd_stride,
+                    max(t_end, odd_begin), odd_end)
+        if t_end == t_begin or not output_base(args, even, image, channel, lead, &base):
+            continue
+        bias = bias_of(args.bias, channel, args.kind, even_rows)
+        base = base + 2 * t_begin * step   # residue 0, then 1
+        for r in range(tile.rows):
+            offset = base
+            if not row_offset(args, even, tile.y + r, &offset):
+                continue
+            at[0] = even_rows + r * even_stride + (t_begin + even[3 * last + 1] - tile.x)
+            at[1] = odd_rows + r * odd_stride + (t_begin + odd[3 * last + 1] - other_tile.x)
+            store_interleaved(args, offset, at, 2, t_end - t_begin, bias)
 
 
 cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
@@ -875,15 +946,11 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
                 t = t + panel
 
 
-cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
-                    acc_t* workspace, Py_ssize_t* lead) noexcept nogil:
-    """One tile of one stack for one image and group: gather, multiply, scatter."""
-    cdef const Py_ssize_t* work = args.items + 4 * item
-    cdef Py_ssize_t image = work[0]
-    cdef Py_ssize_t group = work[1]
-    cdef const Py_ssize_t* info = args.stacks + work[2] * STACK_FIELDS
-    cdef const Py_ssize_t* axes = args.stack_axes + work[2] * args.ndim * 3
-    cdef TileSpan tile = decode_tile(args, info, axes, work[3], lead)
+cdef void multiply_stack(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
+                         const acc_t* packed, Py_ssize_t image, Py_ssize_t group,
+                         const Py_ssize_t* lead, TileSpan tile, acc_t* operand,
+                         acc_t* product, acc_t* panel_buffer) noexcept nogil:
+    """The product of one tile of one stack, K chunk by K chunk: gather, multiply."""
     cdef int last = args.ndim - 1
     cdef Py_ssize_t taps = info[STACK_TAPS]
     cdef Py_ssize_t product_stride = info[STACK_COLUMNS]
@@ -893,11 +960,6 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
     cdef const acc_t* weights = packed + info[STACK_WEIGHTS] + group * info[STACK_GROUP_SIZE]
     cdef const char* x_image = element(
         args.x, image * args.x_strides[0] + group * args.cg * args.x_strides[1], args.kind)
-    cdef acc_t* operand = workspace
-    cdef acc_t* product = workspace + args.operand_capacity
-    # B panels are copied to a 64-byte aligned place after the product
-    cdef acc_t* panel_buffer = <acc_t*>((<size_t>(product + args.product_capacity) + 63)
-                                        & ~(<size_t>63))
     cdef acc_t* source
     cdef Py_ssize_t c_begin, c_end, ld_operand, start
     cdef int a
@@ -928,8 +990,40 @@ cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
                           source, ld_operand, used, tile, product, product_stride, c_begin > 0,
                           panel_buffer)
         c_begin = c_end
-    if not store_exact(args, info):
-        scatter_tile(args, info, axes, image, group, lead, tile, product, product_stride)
+
+
+cdef void gemm_item(const GemmArgs* args, const acc_t* packed, Py_ssize_t item,
+                    acc_t* workspace, Py_ssize_t* lead) noexcept nogil:
+    """One tile of one stack (and of its residue partner) for one image and group."""
+    cdef const Py_ssize_t* work = args.items + 4 * item
+    cdef Py_ssize_t image = work[0]
+    cdef Py_ssize_t group = work[1]
+    cdef const Py_ssize_t* info = args.stacks + work[2] * STACK_FIELDS
+    cdef const Py_ssize_t* axes = args.stack_axes + work[2] * args.ndim * 3
+    cdef TileSpan tile = decode_tile(args, info, axes, work[3], lead)
+    cdef acc_t* operand = workspace
+    cdef acc_t* product = workspace + args.operand_capacity
+    # B panels are copied to a 64-byte aligned place after the product
+    cdef acc_t* panel_buffer = <acc_t*>((<size_t>(product + args.product_capacity) + 63)
+                                        & ~(<size_t>63))
+    cdef const Py_ssize_t* other
+    cdef const Py_ssize_t* other_axes
+    cdef TileSpan other_tile
+    cdef acc_t* other_product
+    multiply_stack(args, info, axes, packed, image, group, lead, tile, operand, product,
+                   panel_buffer)
+    if info[STACK_PARTNER] >= 0:
+        # the odd residue: same rows and blocks, its own columns; its product follows
+        other = args.stacks + info[STACK_PARTNER] * STACK_FIELDS
+        other_axes = args.stack_axes + info[STACK_PARTNER] * args.ndim * 3
+        other_tile = decode_tile(args, other, other_axes, work[3], lead)
+        other_product = product + (tile.end_row - tile.first_row) * info[STACK_COLUMNS]
+        multiply_stack(args, other, other_axes, packed, image, group, lead, other_tile,
+                       operand, other_product, panel_buffer)
+        scatter_pair(args, info, other, image, group, lead, tile, other_tile, product,
+                     other_product)
+    elif not store_exact(args, info):
+        scatter_tile(args, info, axes, image, group, lead, tile, product, info[STACK_COLUMNS])
 
 
 cdef void gemm_engine(const GemmArgs* args, const acc_t* packed, Py_ssize_t n_items,

@@ -35,7 +35,7 @@ MIN_TILE = 16
 # Work items to aim for, so that threads finish together (dynamic schedule).
 MIN_WORK_ITEMS = 24
 # Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
-STACK_FIELDS = 25
+STACK_FIELDS = 26
 
 
 @dataclass(frozen=True)
@@ -251,6 +251,37 @@ def _block_starts(rows, segment_rows, segment_blocks, unit):
     ] + [rows]
 
 
+def _residue_pairs(stacks, strides, panel):
+    """{a: b} for stacks that differ only in holding residue 0 (a) or 1 (b) of a
+    stride-2 last axis (k3s2: the residues have 1 and 2 taps, so they are not
+    stacked).  One work item runs both and interleaves their outputs, so every
+    output line is written once, by one core, in whole vectors."""
+    if not panel or strides[-1] != 2:
+        return {}
+    pairs = {}
+    for a, stack in enumerate(stacks):
+        if len(stack[-1].phases) != 1 or stack[-1].phases[0].residue != 0:
+            continue
+        for b, other in enumerate(stacks):
+            if (other[:-1] == stack[:-1] and len(other[-1].phases) == 1
+                    and other[-1].phases[0].residue == 1):
+                pairs[a] = b
+    return pairs
+
+
+def _stack_tile(stack, cg, panel, itemsize, rows=None):
+    """Taps, K chunk, extents, spans and tile of a stack (``rows``: forced tile rows)."""
+    taps = math.prod(len(group.offsets) for group in stack)
+    chunk = max(1, min(cg, MAX_DEPTH // taps))
+    extents = [group.extent for group in stack]
+    spans = [-min(group.offsets) for group in stack]
+    if rows is None:
+        tile = _choose_tile(extents, spans, chunk, taps, panel, OPERAND_BYTES // itemsize)
+    else:
+        tile = _tile_shape(spans, rows, extents[-1], chunk, taps, panel)
+    return taps, chunk, extents, spans, tile
+
+
 def _exact_pairs(stack, tile, col_tiles, mg, row_block, panel):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
@@ -294,16 +325,23 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
     stack_rows, axes_rows, offset_rows, buffer_rows, phase_rows = [], [], [], [], []
     kernel_index, item_counts, block_rows = [], [], []
     packed = operand = product = depth_max = 0
-    for stack in stacks:
-        taps = math.prod(len(group.offsets) for group in stack)
+    # residue pairs run in one item: same tile rows, whole grid rows in one tile
+    partner, forced_rows = {}, {}
+    for a, b in _residue_pairs(stacks, geometry.strides, panel).items():
+        tile_a = _stack_tile(stacks[a], cg, panel, itemsize)[-1]
+        tile_b = _stack_tile(stacks[b], cg, panel, itemsize)[-1]
+        if tile_a.cols == stacks[a][-1].extent and tile_b.cols == stacks[b][-1].extent:
+            partner[a] = b
+            forced_rows[a] = forced_rows[b] = min(tile_a.rows, tile_b.rows)
+    partner_of = {b: a for a, b in partner.items()}
+    shared = {}  # a -> (row_groups, product columns) for its partner
+    for index, stack in enumerate(stacks):
         phase_count = math.prod(len(group.phases) for group in stack)
         rows = phase_count * mg
         block = row_block or rows
-        chunk = max(1, min(cg, MAX_DEPTH // taps))
+        taps, chunk, extents, spans, tile = _stack_tile(stack, cg, panel, itemsize,
+                                                        forced_rows.get(index))
         depth_max = max(depth_max, chunk * taps)
-        extents = [group.extent for group in stack]
-        spans = [-min(group.offsets) for group in stack]
-        tile = _choose_tile(extents, spans, chunk, taps, panel, OPERAND_BYTES // itemsize)
         row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
@@ -322,6 +360,9 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         row_groups = max(min(-(-min_items // tiles), blocks // 8),
                          -(-rows * tile.columns * itemsize // PRODUCT_BYTES))
         row_groups = max(1, min(blocks, row_groups)) if row_block else 1
+        if index in partner_of:
+            # the partner's item runs this stack too: the same split of rows
+            row_groups = shared[partner_of[index]][0]
         group_blocks = -(-blocks // row_groups)
         row_groups = -(-blocks // group_blocks)
         identity = (
@@ -329,13 +370,14 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
             and tuple(extents) == geometry.input_shape
         )
+        item_count = 0 if index in partner_of else tiles * row_groups
         stack_rows.append([
-            taps, phase_count, tiles * row_groups, tile.columns, chunk, len(offset_rows),
+            taps, phase_count, item_count, tile.columns, chunk, len(offset_rows),
             len(phase_rows), packed, rows * cg * taps, int(identity), rows, blocks, tile.panel,
             tile.rows, tile.cols, row_tiles, col_tiles, tile.row_stride, len(buffer_rows),
             row_groups, group_blocks, len(stack[-1].phases),
             int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
-            int(exact), len(block_rows),
+            int(exact), len(block_rows), partner.get(index, -1),
         ])
         block_rows.extend(starts)
         axes_rows.append([[group.first, group.extent, span] for group, span in zip(stack, spans)])
@@ -363,9 +405,14 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         kernel_index.append(kernels)
         packed += rows * cg * taps * groups
         operand = max(operand, tile.operand)
-        # a group's rows: group_blocks blocks of at most `block` rows each
-        product = max(product, min(rows, group_blocks * block) * tile.columns)
-        item_counts.append(tiles * row_groups)
+        # a group's rows: group_blocks blocks of at most `block` rows each; a
+        # pair's item holds both products, one after the other
+        group_rows = min(rows, group_blocks * block)
+        if index in partner:
+            shared[index] = (row_groups, tile.columns)
+        columns = tile.columns + (shared[partner_of[index]][1] if index in partner_of else 0)
+        product = max(product, group_rows * columns)
+        item_counts.append(item_count)
     # Stacks of one group write interleaved outputs (stride phases) into the
     # same cache lines: items running at the same time should not be two
     # stacks of one group, or the lines bounce between cores.  So groups vary
