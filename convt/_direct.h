@@ -198,55 +198,55 @@ static void convt_detect_masked_stores(void)
     convt_masked_stores = convt_backend_available(CONVT_BACKEND_AVX512);
 }
 
+/* The AVX-512 body expands 8 (float) or 4 (double) values into the even lanes. */
 #ifdef CONVT_X86_64
-CONVT_TARGET_AVX512 static void convt_store_even_avx512_f32(float *y, const float *src,
-                                                           ptrdiff_t count, float bias)
+#define CONVT_STORE_EVEN_AVX512(T, V, N, MASK, SET1, CAST, LOAD, EXPAND, ADD, STORE)         \
+    {                                                                                   \
+        V b = SET1(bias);                                                               \
+        for (; i + (N) <= count; i += (N))                                              \
+            STORE(y + 2 * i, (MASK), ADD(EXPAND((MASK), CAST(LOAD(src + i))), b));      \
+    }
+CONVT_TARGET_AVX512 static ptrdiff_t convt_store_even_avx512_f32(float *y, const float *src,
+                                                                ptrdiff_t count, float bias)
 {
-    __m512 b = _mm512_set1_ps(bias);
     ptrdiff_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-        __m512 v = _mm512_maskz_expand_ps(0x5555, _mm512_castps256_ps512(_mm256_loadu_ps(src + i)));
-        _mm512_mask_storeu_ps(y + 2 * i, 0x5555, _mm512_add_ps(v, b));
-    }
-    for (; i < count; ++i) y[2 * i] = src[i] + bias;
+    CONVT_STORE_EVEN_AVX512(float, __m512, 8, 0x5555, _mm512_set1_ps, _mm512_castps256_ps512,
+                            _mm256_loadu_ps, _mm512_maskz_expand_ps, _mm512_add_ps,
+                            _mm512_mask_storeu_ps)
+    return i;
 }
 
-CONVT_TARGET_AVX512 static void convt_store_even_avx512_f64(double *y, const double *src,
-                                                           ptrdiff_t count, double bias)
+CONVT_TARGET_AVX512 static ptrdiff_t convt_store_even_avx512_f64(double *y, const double *src,
+                                                                ptrdiff_t count, double bias)
 {
-    __m512d b = _mm512_set1_pd(bias);
     ptrdiff_t i = 0;
-    for (; i + 4 <= count; i += 4) {
-        __m512d v = _mm512_maskz_expand_pd(0x55, _mm512_castpd256_pd512(_mm256_loadu_pd(src + i)));
-        _mm512_mask_storeu_pd(y + 2 * i, 0x55, _mm512_add_pd(v, b));
-    }
-    for (; i < count; ++i) y[2 * i] = src[i] + bias;
+    CONVT_STORE_EVEN_AVX512(double, __m512d, 4, 0x55, _mm512_set1_pd, _mm512_castpd256_pd512,
+                            _mm256_loadu_pd, _mm512_maskz_expand_pd, _mm512_add_pd,
+                            _mm512_mask_storeu_pd)
+    return i;
 }
 #endif
 
-static void convt_store_even_f32(float *y, const float *src, ptrdiff_t count, float bias)
-{
-    ptrdiff_t i;
+/* Stores y[2 i] = src[i] + bias: the vector part where the CPU has it, then the rest. */
 #ifdef CONVT_X86_64
-    if (convt_masked_stores) {
-        convt_store_even_avx512_f32(y, src, count, bias);
-        return;
+#define CONVT_STORE_EVEN(NAME, T, VECTOR)                                               \
+    static void NAME(T *y, const T *src, ptrdiff_t count, T bias)                       \
+    {                                                                                   \
+        ptrdiff_t i = convt_masked_stores ? VECTOR(y, src, count, bias) : 0;            \
+        for (; i < count; ++i) y[2 * i] = src[i] + bias;                                \
     }
-#endif
-    for (i = 0; i < count; ++i) y[2 * i] = src[i] + bias;
-}
-
-static void convt_store_even_f64(double *y, const double *src, ptrdiff_t count, double bias)
-{
-    ptrdiff_t i;
-#ifdef CONVT_X86_64
-    if (convt_masked_stores) {
-        convt_store_even_avx512_f64(y, src, count, bias);
-        return;
+CONVT_STORE_EVEN(convt_store_even_f32, float, convt_store_even_avx512_f32)
+CONVT_STORE_EVEN(convt_store_even_f64, double, convt_store_even_avx512_f64)
+#else
+#define CONVT_STORE_EVEN(NAME, T)                                                       \
+    static void NAME(T *y, const T *src, ptrdiff_t count, T bias)                       \
+    {                                                                                   \
+        ptrdiff_t i;                                                                    \
+        for (i = 0; i < count; ++i) y[2 * i] = src[i] + bias;                           \
     }
+CONVT_STORE_EVEN(convt_store_even_f32, float)
+CONVT_STORE_EVEN(convt_store_even_f64, double)
 #endif
-    for (i = 0; i < count; ++i) y[2 * i] = src[i] + bias;
-}
 
 static convt_interleave_f32 convt_interleave_for_f32(int backend)
 {

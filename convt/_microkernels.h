@@ -315,16 +315,12 @@ static const convt_kernel_f64 convt_avx2_f64[2][CONVT_MR] = {
     CONVT_AVX512_##TYPE(convt_avx512_##TYPE##_r11, 11)                                  \
     CONVT_AVX512_##TYPE(convt_avx512_##TYPE##_r12, 12)
 
-/* Pair kernels (see convt_pair_f32): two B rows per step of depth. */
-#define CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD) \
-    CONVT_TARGET_AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a,  \
-                                         const T *b, const ptrdiff_t *offsets,         \
-                                         ptrdiff_t sibling, T *c, ptrdiff_t ldc,       \
-                                         int accumulate)                               \
+/* total[i] = the blocked sums of row i of a times B, where odd rows read B
+ * `sibling` positions further: two B rows per step of depth (pair kernels). */
+#define CONVT_AVX512_PAIR_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD)                 \
     {                                                                                  \
-        V acc[ROWS], total[ROWS];                                                      \
+        V acc[ROWS];                                                                   \
         ptrdiff_t k = 0, end;                                                          \
-        int i;                                                                         \
         for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();                             \
         while (k < depth) {                                                            \
             end = k + block < depth ? k + block : depth;                               \
@@ -338,6 +334,18 @@ static const convt_kernel_f64 convt_avx2_f64[2][CONVT_MR] = {
             }                                                                          \
             for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);             \
         }                                                                              \
+    }
+
+/* Pair kernels (see convt_pair_f32). */
+#define CONVT_DEFINE_AVX512_PAIR(NAME, ROWS, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD) \
+    CONVT_TARGET_AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a,  \
+                                         const T *b, const ptrdiff_t *offsets,         \
+                                         ptrdiff_t sibling, T *c, ptrdiff_t ldc,       \
+                                         int accumulate)                               \
+    {                                                                                  \
+        V total[ROWS];                                                                 \
+        int i;                                                                         \
+        CONVT_AVX512_PAIR_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD)               \
         for (i = 0; i < (ROWS); ++i) {                                                 \
             T *row = c + i * ldc + (i & 1 ? sibling : 0);                              \
             if (accumulate) total[i] = ADD(LOAD(row), total[i]);                       \
@@ -387,22 +395,9 @@ CONVT_AVX512_PAIRS(H64)
                                          ptrdiff_t sibling, YT *y, ptrdiff_t ldy,        \
                                          int accumulate, const T *bias)                  \
     {                                                                                    \
-        V acc[ROWS], total[ROWS];                                                        \
-        ptrdiff_t k = 0, end;                                                            \
+        V total[ROWS];                                                                   \
         int i;                                                                           \
-        for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();                               \
-        while (k < depth) {                                                              \
-            end = k + block < depth ? k + block : depth;                                 \
-            for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                             \
-            for (; k < end; ++k, a += (ROWS)) {                                          \
-                V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + sibling);     \
-                for (i = 0; i < (ROWS); i += 2) {                                        \
-                    acc[i] = FMA(SET1(a[i]), even, acc[i]);                              \
-                    acc[i + 1] = FMA(SET1(a[i + 1]), odd, acc[i + 1]);                   \
-                }                                                                        \
-            }                                                                            \
-            for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);               \
-        }                                                                                \
+        CONVT_AVX512_PAIR_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD)                 \
         for (i = 0; i < (ROWS); i += 2) {                                                \
             YT *row = y + (i / 2) * ldy;                                                 \
             V low = INTERLEAVE(total[i], LOW, total[i + 1]);                             \
@@ -596,77 +591,57 @@ static convt_kernel_f64 convt_backend_f64(int backend, int rows, int pack)
     return backend == CONVT_BACKEND_PORTABLE && rows <= CONVT_MR ? convt_portable_f64 : NULL;
 }
 
+/* An AVX-512 kernel from its full- or half-width table, or NULL for other
+ * backends (and off x86-64, where the tables do not exist). */
+#ifdef CONVT_X86_64
+#define CONVT_AVX512_PICK(backend, half, full_table, half_table, index) \
+    ((backend) == CONVT_BACKEND_AVX512 ? ((half) ? (half_table) : (full_table))[index] : NULL)
+#else
+#define CONVT_AVX512_PICK(backend, half, full_table, half_table, index) NULL
+#endif
+
 /* The kernel for a last panel of at most NR / 2 positions (it computes only
  * those), or NULL where the backend has none. */
 static convt_kernel_f32 convt_backend_half_f32(int backend, int rows)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512) return convt_avx512_h32[rows - 1];
-#endif
-    (void)backend; (void)rows;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, 1, convt_avx512_h32, convt_avx512_h32, rows - 1);
 }
 
 static convt_kernel_f64 convt_backend_half_f64(int backend, int rows)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512) return convt_avx512_h64[rows - 1];
-#endif
-    (void)backend; (void)rows;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, 1, convt_avx512_h64, convt_avx512_h64, rows - 1);
 }
 
-/* The pair kernel for `rows` (even, 2..12) rows, half-width or not; NULL
- * where the backend has none (plans then never ask for one). */
+/* The pair kernels for `rows` (even, 2..12) rows, half-width or not, and their
+ * storing twins; NULL where the backend has none (plans then never ask). */
 static convt_pair_f32 convt_backend_pair_f32(int backend, int rows, int half)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512)
-        return (half ? convt_avx512_pairs_H32 : convt_avx512_pairs_F32)[rows / 2 - 1];
-#endif
-    (void)backend; (void)rows; (void)half;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, half, convt_avx512_pairs_F32, convt_avx512_pairs_H32,
+                             rows / 2 - 1);
 }
 
 static convt_pair_f64 convt_backend_pair_f64(int backend, int rows, int half)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512)
-        return (half ? convt_avx512_pairs_H64 : convt_avx512_pairs_F64)[rows / 2 - 1];
-#endif
-    (void)backend; (void)rows; (void)half;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, half, convt_avx512_pairs_F64, convt_avx512_pairs_H64,
+                             rows / 2 - 1);
 }
 
-/* The storing pair kernel for `rows` (even, 2..12) rows; NULL where there is none. */
 static convt_pair_store_f32 convt_backend_pair_store_f32(int backend, int rows, int half)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512)
-        return (half ? convt_avx512_stores_H32 : convt_avx512_stores_F32)[rows / 2 - 1];
-#endif
-    (void)backend; (void)rows; (void)half;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, half, convt_avx512_stores_F32, convt_avx512_stores_H32,
+                             rows / 2 - 1);
 }
 
 static convt_pair_store_f16 convt_backend_pair_store_f16(int backend, int rows, int half)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512)
-        return (half ? convt_avx512_stores_H16 : convt_avx512_stores_F16)[rows / 2 - 1];
-#endif
-    (void)backend; (void)rows; (void)half;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, half, convt_avx512_stores_F16, convt_avx512_stores_H16,
+                             rows / 2 - 1);
 }
 
 static convt_pair_store_f64 convt_backend_pair_store_f64(int backend, int rows, int half)
 {
-#ifdef CONVT_X86_64
-    if (backend == CONVT_BACKEND_AVX512)
-        return (half ? convt_avx512_stores_H64 : convt_avx512_stores_F64)[rows / 2 - 1];
-#endif
-    (void)backend; (void)rows; (void)half;
-    return NULL;
+    return CONVT_AVX512_PICK(backend, half, convt_avx512_stores_F64, convt_avx512_stores_H64,
+                             rows / 2 - 1);
 }
 
 #endif /* CONVT_MICROKERNELS_H */

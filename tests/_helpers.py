@@ -1,4 +1,6 @@
-"""Helpers shared by the tests: error bounds and forced engines."""
+"""Helpers shared by the tests: error bounds, forced engines and seeded operands."""
+
+import zlib
 
 import numpy as np
 
@@ -63,3 +65,14 @@ def assert_matches_reference(y, x, w, b=None, **params):
         f"error {error[worst]} > bound {bound[worst]} at {worst} "
         f"(got {y[worst]}, expected {expected[worst]})"
     )
+
+
+def case_operands(cases, name, dtype, with_bias=True):
+    """x, w, bias (or None) and attributes of cases[name] = (x shape, w shape, attributes),
+    drawn from a generator seeded by the name (the same values in every run)."""
+    x_shape, w_shape, params = cases[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[1] * params.get("group", 1)).astype(dtype) if with_bias else None
+    return x, w, b, params

@@ -1,13 +1,11 @@
 """Exact stacks: per-row panels over pairs of last-axis phases (the AVX-512 pair kernels)."""
 
-import zlib
-
 import numpy as np
 import pytest
 
 from convt import ConvTranspose, _kernels, _plan
 
-from _helpers import assert_matches_reference, run_engine
+from _helpers import assert_matches_reference, case_operands, run_engine
 
 pytestmark = pytest.mark.skipif(
     "avx512" not in _kernels.available_backends(), reason="the pair kernels are AVX-512"
@@ -41,13 +39,8 @@ def _exact_stacks(x, w, params):
     return int(plan.stacks[:, STACK_EXACT].sum())
 
 
-def _operands(name, dtype, with_bias):
-    x_shape, w_shape, params = CASES[name]
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
-    x = rng.standard_normal(x_shape).astype(dtype)
-    w = rng.standard_normal(w_shape).astype(dtype)
-    b = rng.standard_normal(w_shape[1] * params.get("group", 1)).astype(dtype) if with_bias else None
-    return x, w, b, params
+def _operands(name, dtype, with_bias=True):
+    return case_operands(CASES, name, dtype, with_bias)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

@@ -1,14 +1,12 @@
 """Residue pairs: the two stride-2 phases of the last axis, in separate stacks
 (different tap counts), computed by one work item and written interleaved."""
 
-import zlib
-
 import numpy as np
 import pytest
 
 from convt import ConvTranspose, _kernels, _plan
 
-from _helpers import ENGINES, assert_matches_reference, run_engine
+from _helpers import ENGINES, assert_matches_reference, case_operands, run_engine
 
 STACK_PARTNER = 25
 KERNEL_ENGINES = [engine for engine in ENGINES if engine.startswith("gemm-")
@@ -41,12 +39,7 @@ def _pairs(x, w, params):
 
 
 def _operands(name, dtype, with_bias=True):
-    x_shape, w_shape, params = CASES[name]
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
-    x = rng.standard_normal(x_shape).astype(dtype)
-    w = rng.standard_normal(w_shape).astype(dtype)
-    b = rng.standard_normal(w_shape[1] * params.get("group", 1)).astype(dtype) if with_bias else None
-    return x, w, b, params
+    return case_operands(CASES, name, dtype, with_bias)
 
 
 @pytest.mark.parametrize("engine", KERNEL_ENGINES)
