@@ -356,9 +356,12 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         starts = _block_starts(rows, segment_rows, segment_blocks, unit)
         # split the row blocks of a tile into groups, for a product buffer of
         # bounded size and enough work items to share; each group repeats the
-        # tile's buffer fill and panel packing, so groups keep >= 8 blocks
-        row_groups = max(min(-(-min_items // tiles), blocks // 8),
-                         -(-rows * tile.columns * itemsize // PRODUCT_BYTES))
+        # tile's buffer fill and panel packing, so groups keep >= 8 blocks.
+        # Exact stacks usually store straight into y: their product bound is
+        # the tile's (not the volume's), and a second fill would cost more
+        # (sci2d_f64: 9% of the time in fills, half of them repeats).
+        product_groups = 1 if exact else -(-rows * tile.columns * itemsize // PRODUCT_BYTES)
+        row_groups = max(min(-(-min_items // tiles), blocks // 8), product_groups)
         row_groups = max(1, min(blocks, row_groups)) if row_block else 1
         if index in partner_of:
             # the partner's item runs this stack too: the same split of rows
