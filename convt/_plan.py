@@ -282,7 +282,7 @@ def _stack_tile(stack, cg, panel, itemsize, rows=None):
     return taps, chunk, extents, spans, tile
 
 
-def _exact_pairs(stack, tile, col_tiles, mg, row_block, panel):
+def _exact_pairs(stack, stride, tile, col_tiles, mg, row_block, panel):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
     A tile's product rows are runs of ``row_stride`` columns, so contiguous
@@ -295,6 +295,8 @@ def _exact_pairs(stack, tile, col_tiles, mg, row_block, panel):
     phases = stack[-1].phases
     return (
         panel > 0
+        # the two phases are then residues 0 and 1: outputs 2 t and 2 t + 1
+        and stride == 2
         and len(phases) == 2
         and phases[0].count == phases[1].count
         # otherwise rows have no extra positions to save (k2s2), and the
@@ -345,7 +347,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
-        exact = pairs and _exact_pairs(stack, tile, col_tiles, mg, row_block, panel)
+        exact = pairs and _exact_pairs(stack, geometry.strides[-1], tile, col_tiles, mg,
+                                       row_block, panel)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs
             segment_rows, unit = 2 * mg, 2

@@ -93,3 +93,17 @@ def test_exact_stacks_write_into_any_output_layout(layout):
         y = np.full((n, m, height, 2 * width), np.nan, np.float32)[..., ::2]
     _engine.compute(x, w, b, y, geometry, attributes.group, 2, engine="gemm", backend="avx512")
     assert_matches_reference(y, x, w, b, **params)
+
+
+def test_two_phases_of_a_wider_stride_are_not_exact():
+    # stride 3, kernel 2: two residues have a tap each and stack, but they are not
+    # outputs 2t and 2t + 1, so the interleaving stores must not serve them
+    # (found by hypothesis: test_properties.test_wide_layers_match_reference)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 1, 8)).astype(np.float16)
+    w = rng.standard_normal((1, 6, 2)).astype(np.float16)
+    params = dict(strides=(3,), output_padding=(2,), auto_pad="SAME_LOWER")
+    assert _exact_stacks(x, w, params) == 0
+    for dtype in (np.float16, np.float32, np.float64):
+        y = run_engine("gemm-avx512", x.astype(dtype), w.astype(dtype), None, **params)
+        assert_matches_reference(y, x.astype(dtype), w.astype(dtype), None, **params)

@@ -135,3 +135,12 @@ def test_single_phase_stride2_stores(masked, dtype):
             assert_matches_reference(y, x, w, b, **params)
     finally:
         _kernels._use_masked_stores(True)
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if e in ("gemm-avx512", "gemm-avx2")])
+@given(case=conv_cases(max_ndim=2, max_size=20, max_channels=14))
+def test_wide_layers_match_reference(engine, case):
+    # Rows of 8-40 outputs and 6-14 channels per group reach the exact stacks
+    # (k4s2-like), the residue pairs (k3s2-like) and multi-block tiles.
+    x, w, b, params = case
+    assert_matches_reference(run_engine(engine, x, w, b, **params), x, w, b, **params)
