@@ -756,6 +756,50 @@ cdef void scatter_tile(const GemmArgs* args, const Py_ssize_t* info,
             row = row + 1
 
 
+cdef inline void micro_kernel(const GemmArgs* args, bint half, Py_ssize_t kernel,
+                              Py_ssize_t width, Py_ssize_t depth, Py_ssize_t block,
+                              const acc_t* a, const acc_t* b, const Py_ssize_t* offsets,
+                              acc_t* c, Py_ssize_t ldc, bint accumulate,
+                              acc_t* pack_to) noexcept nogil:
+    """One call of micro-kernel ``kernel`` ([pack][rows - 1]) of the accumulation type,
+    or of the half-width kernel of ``width`` rows (a last panel of <= NR / 2 positions)."""
+    cdef convt_kernel_f32 kernel_f32
+    cdef convt_kernel_f64 kernel_f64
+    if acc_t is float:
+        kernel_f32 = args.half_f32[width - 1] if half else args.kernel_f32[kernel]
+        kernel_f32(depth, block, <int>width, a, b, offsets, c, ldc, accumulate, pack_to)
+    else:
+        kernel_f64 = args.half_f64[width - 1] if half else args.kernel_f64[kernel]
+        kernel_f64(depth, block, <int>width, a, b, offsets, c, ldc, accumulate, pack_to)
+
+
+cdef inline void pair_kernel(const GemmArgs* args, Py_ssize_t kernel, Py_ssize_t depth,
+                             Py_ssize_t block, const acc_t* a, const acc_t* b,
+                             const Py_ssize_t* offsets, Py_ssize_t sibling, acc_t* c,
+                             Py_ssize_t ldc, bint accumulate) noexcept nogil:
+    """One pair-kernel call ([half][rows / 2 - 1]) into the product."""
+    if acc_t is float:
+        args.pair_f32[kernel](depth, block, a, b, offsets, sibling, c, ldc, accumulate)
+    else:
+        args.pair_f64[kernel](depth, block, a, b, offsets, sibling, c, ldc, accumulate)
+
+
+cdef inline void store_kernel(const GemmArgs* args, Py_ssize_t kernel, Py_ssize_t depth,
+                              Py_ssize_t block, const acc_t* a, const acc_t* b,
+                              const Py_ssize_t* offsets, Py_ssize_t sibling, char* y,
+                              bint accumulate, const acc_t* bias) noexcept nogil:
+    """One storing pair-kernel call ([half][rows / 2 - 1]) into y, of y's storage type."""
+    if acc_t is double:
+        args.store_f64[kernel](depth, block, a, b, offsets, sibling, <double*>y,
+                               args.y_strides[1], accumulate, bias)
+    elif args.kind == STORAGE_F32:
+        args.store_f32[kernel](depth, block, a, b, offsets, sibling, <float*>y,
+                               args.y_strides[1], accumulate, bias)
+    else:
+        args.store_f16[kernel](depth, block, a, b, offsets, sibling, <uint16_t*>y,
+                               args.y_strides[1], accumulate, bias)
+
+
 cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_t* weights,
                         Py_ssize_t depth, Py_ssize_t k_begin, Py_ssize_t k_depth,
                         acc_t* operand, Py_ssize_t ld_operand, Py_ssize_t used, TileSpan tile,
@@ -782,8 +826,6 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
     cdef const Py_ssize_t* b_offsets
     cdef acc_t* pack_to
     cdef bint half
-    cdef convt_kernel_f32 kernel_f32
-    cdef convt_kernel_f64 kernel_f64
     if args.backend == CONVT_BACKEND_BLAS:
         # weights are one (rows x depth) column-major block, operand (used x k) col-major
         blas_gemm(<int>used, <int>rows, <int>k_depth, operand, <int>ld_operand,
@@ -797,24 +839,10 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
         weights = weights + row * depth + k_begin * width
         product = product + (row - tile.first_row) * product_stride
         half = 2 * (used - (panels - 1) * panel) <= panel and args.half_f32[0] != NULL
-        if acc_t is float:
-            kernel_f32 = args.kernel_f32[width - 1]
-            for p in range(panels - 1 if half else panels):
-                kernel_f32(k_depth, sum_block, <int>width, weights, operand + p * panel, offsets,
-                           product + p * panel, product_stride, accumulate, NULL)
-            if half:
-                args.half_f32[width - 1](
-                    k_depth, sum_block, <int>width, weights, operand + (panels - 1) * panel,
-                    offsets, product + (panels - 1) * panel, product_stride, accumulate, NULL)
-        else:
-            kernel_f64 = args.kernel_f64[width - 1]
-            for p in range(panels - 1 if half else panels):
-                kernel_f64(k_depth, sum_block, <int>width, weights, operand + p * panel, offsets,
-                           product + p * panel, product_stride, accumulate, NULL)
-            if half:
-                args.half_f64[width - 1](
-                    k_depth, sum_block, <int>width, weights, operand + (panels - 1) * panel,
-                    offsets, product + (panels - 1) * panel, product_stride, accumulate, NULL)
+        for p in range(panels):
+            micro_kernel(args, half and p == panels - 1, width - 1, width, k_depth, sum_block,
+                         weights, operand + p * panel, offsets, product + p * panel,
+                         product_stride, accumulate, <acc_t*>NULL)
         return
     for p in range(panels):
         b = operand + p * panel
@@ -828,38 +856,15 @@ cdef void multiply_tile(const GemmArgs* args, const Py_ssize_t* info, const acc_
             kernel = (CONVT_MAX_MR if pack_to != NULL else 0) + width - 1
             # blocked summation (see _microkernels.h): measured below PyTorch's
             # float32 error on every benchmark
-            if acc_t is float:
-                kernel_f32 = args.half_f32[width - 1] if half else args.kernel_f32[kernel]
-                kernel_f32(k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
-                           b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
-                           product_stride, accumulate, pack_to)
-            else:
-                kernel_f64 = args.half_f64[width - 1] if half else args.kernel_f64[kernel]
-                kernel_f64(k_depth, sum_block, <int>width, weights + row * depth + k_begin * width,
-                           b, b_offsets, product + (row - tile.first_row) * product_stride + p * panel,
-                           product_stride, accumulate, pack_to)
+            micro_kernel(args, half, kernel, width, k_depth, sum_block,
+                         weights + row * depth + k_begin * width, b, b_offsets,
+                         product + (row - tile.first_row) * product_stride + p * panel,
+                         product_stride, accumulate, pack_to)
             if pack_to != NULL:
                 # the remaining blocks read the packed copy
                 b = panel_buffer
                 b_offsets = args.panel_offsets
                 pack_to = NULL
-
-
-cdef bint lead_phase_has(const GemmArgs* args, const Py_ssize_t* phase, const Py_ssize_t* lead,
-                         Py_ssize_t grid_row) noexcept nogil:
-    """Whether a phase has outputs at the leading coordinates and grid row."""
-    cdef int last = args.ndim - 1
-    cdef Py_ssize_t t
-    cdef int a
-    for a in range(last - 1):
-        t = lead[a] - phase[3 * a + 1]
-        if t < 0 or t >= phase[3 * a + 2]:
-            return False
-    if last >= 1:
-        t = grid_row - phase[3 * (last - 1) + 1]
-        if t < 0 or t >= phase[3 * (last - 1) + 2]:
-            return False
-    return True
 
 
 cdef inline bint store_exact(const GemmArgs* args, const Py_ssize_t* info) noexcept nogil:
@@ -907,42 +912,26 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
             # the block's weights stay in cache for all its panels along the row
             row = block_start(args.block_starts, info, block)
             phase = phases + row_phase(row, args.mg, 2, &m) * ndim * 3
-            if not lead_phase_has(args, phase, lead, tile.y + r):
+            # grid rows and leading coordinates outside this leading phase have no outputs
+            if not (output_base(args, phase, image, group * args.mg + m, lead, &base)
+                    and row_offset(args, phase, tile.y + r, &base)):
                 continue
             width = block_start(args.block_starts, info, block + 1) - row
             a = weights + row * depth + k_begin * width
-            if store:
-                output_base(args, phase, image, group * args.mg + m, lead, &base)
-                row_offset(args, phase, tile.y + r, &base)
-                y = <char*>element(args.y, base + phase[3 * last], args.kind)
-                bias = (<const acc_t*>args.bias_acc + group * args.mg + m
-                        if args.bias_acc != NULL else NULL)
+            y = <char*>element(args.y, base + phase[3 * last], args.kind)
+            bias = (<const acc_t*>args.bias_acc + group * args.mg + m
+                    if args.bias_acc != NULL else NULL)
             t = 0
             while t < count:
                 kernel = (6 if 2 * (count - t) <= panel else 0) + width // 2 - 1
                 if store:
-                    if acc_t is double:
-                        args.store_f64[kernel](k_depth, sum_block, a, operand + column + t,
-                                               offsets, sibling, <double*>(y + 2 * t * y_item),
-                                               args.y_strides[1], accumulate, bias)
-                    elif args.kind == STORAGE_F32:
-                        args.store_f32[kernel](k_depth, sum_block, a, operand + column + t,
-                                               offsets, sibling, <float*>(y + 2 * t * y_item),
-                                               args.y_strides[1], accumulate, bias)
-                    else:
-                        args.store_f16[kernel](k_depth, sum_block, a, operand + column + t,
-                                               offsets, sibling, <uint16_t*>(y + 2 * t * y_item),
-                                               args.y_strides[1], accumulate, bias)
-                elif acc_t is float:
-                    args.pair_f32[kernel](
-                        k_depth, sum_block, a, operand + column + t, offsets, sibling,
-                        product + (row - tile.first_row) * product_stride + column + t,
-                        product_stride, accumulate)
+                    store_kernel(args, kernel, k_depth, sum_block, a, operand + column + t,
+                                 offsets, sibling, y + 2 * t * y_item, accumulate, bias)
                 else:
-                    args.pair_f64[kernel](
-                        k_depth, sum_block, a, operand + column + t, offsets, sibling,
-                        product + (row - tile.first_row) * product_stride + column + t,
-                        product_stride, accumulate)
+                    pair_kernel(args, kernel, k_depth, sum_block, a, operand + column + t,
+                                offsets, sibling,
+                                product + (row - tile.first_row) * product_stride + column + t,
+                                product_stride, accumulate)
                 t = t + panel
 
 
