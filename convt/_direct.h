@@ -148,43 +148,31 @@ CONVT_DEFINE_INTERLEAVE_PORTABLE(convt_interleave_portable_f32, float)
 CONVT_DEFINE_INTERLEAVE_PORTABLE(convt_interleave_portable_f64, double)
 
 #ifdef CONVT_X86_64
-CONVT_TARGET_AVX2 static void convt_interleave_avx2_f32(float *y, const float *even,
-                                                        const float *odd, ptrdiff_t pairs,
-                                                        float bias)
-{
-    __m256 b = _mm256_set1_ps(bias);
-    ptrdiff_t i = 0;
-    for (; i + 8 <= pairs; i += 8) {
-        __m256 e = _mm256_add_ps(_mm256_loadu_ps(even + i), b);
-        __m256 o = _mm256_add_ps(_mm256_loadu_ps(odd + i), b);
-        __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
-        _mm256_storeu_ps(y + 2 * i, _mm256_permute2f128_ps(lo, hi, 0x20));
-        _mm256_storeu_ps(y + 2 * i + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+/* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order. */
+#define CONVT_DEFINE_INTERLEAVE_AVX2(NAME, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI,      \
+                                     PERMUTE, STORE)                                       \
+    CONVT_TARGET_AVX2 static void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs,   \
+                                       T bias)                                             \
+    {                                                                                      \
+        V b = SET1(bias);                                                                  \
+        ptrdiff_t i = 0;                                                                   \
+        for (; i + (W) <= pairs; i += (W)) {                                               \
+            V e = ADD(LOAD(even + i), b), o = ADD(LOAD(odd + i), b);                       \
+            V lo = UNPACKLO(e, o), hi = UNPACKHI(e, o);                                    \
+            STORE(y + 2 * i, PERMUTE(lo, hi, 0x20));                                       \
+            STORE(y + 2 * i + (W), PERMUTE(lo, hi, 0x31));                                 \
+        }                                                                                  \
+        for (; i < pairs; ++i) {                                                           \
+            y[2 * i] = even[i] + bias;                                                     \
+            y[2 * i + 1] = odd[i] + bias;                                                  \
+        }                                                                                  \
     }
-    for (; i < pairs; ++i) {
-        y[2 * i] = even[i] + bias;
-        y[2 * i + 1] = odd[i] + bias;
-    }
-}
-
-CONVT_TARGET_AVX2 static void convt_interleave_avx2_f64(double *y, const double *even,
-                                                        const double *odd, ptrdiff_t pairs,
-                                                        double bias)
-{
-    __m256d b = _mm256_set1_pd(bias);
-    ptrdiff_t i = 0;
-    for (; i + 4 <= pairs; i += 4) {
-        __m256d e = _mm256_add_pd(_mm256_loadu_pd(even + i), b);
-        __m256d o = _mm256_add_pd(_mm256_loadu_pd(odd + i), b);
-        __m256d lo = _mm256_unpacklo_pd(e, o), hi = _mm256_unpackhi_pd(e, o);
-        _mm256_storeu_pd(y + 2 * i, _mm256_permute2f128_pd(lo, hi, 0x20));
-        _mm256_storeu_pd(y + 2 * i + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
-    }
-    for (; i < pairs; ++i) {
-        y[2 * i] = even[i] + bias;
-        y[2 * i + 1] = odd[i] + bias;
-    }
-}
+CONVT_DEFINE_INTERLEAVE_AVX2(convt_interleave_avx2_f32, float, __m256, 8, _mm256_set1_ps,
+                             _mm256_loadu_ps, _mm256_add_ps, _mm256_unpacklo_ps,
+                             _mm256_unpackhi_ps, _mm256_permute2f128_ps, _mm256_storeu_ps)
+CONVT_DEFINE_INTERLEAVE_AVX2(convt_interleave_avx2_f64, double, __m256d, 4, _mm256_set1_pd,
+                             _mm256_loadu_pd, _mm256_add_pd, _mm256_unpacklo_pd,
+                             _mm256_unpackhi_pd, _mm256_permute2f128_pd, _mm256_storeu_pd)
 #endif
 
 /* y[2 i] = src[i] + bias for i < count: one stride phase of a stride-2 output

@@ -937,9 +937,10 @@ cdef void multiply_exact(const GemmArgs* args, const Py_ssize_t* info, const acc
 
 cdef void multiply_stack(const GemmArgs* args, const Py_ssize_t* info, const Py_ssize_t* axes,
                          const acc_t* packed, Py_ssize_t image, Py_ssize_t group,
-                         const Py_ssize_t* lead, TileSpan tile, acc_t* operand,
+                         Py_ssize_t* lead, TileSpan tile, acc_t* operand,
                          acc_t* product, acc_t* panel_buffer) noexcept nogil:
-    """The product of one tile of one stack, K chunk by K chunk: gather, multiply."""
+    """The product of one tile of one stack, K chunk by K chunk: gather, multiply.
+    (The BLAS backend's im2col sets lead[ndim - 2] as scratch; nothing reads it after.)"""
     cdef int last = args.ndim - 1
     cdef Py_ssize_t taps = info[STACK_TAPS]
     cdef Py_ssize_t product_stride = info[STACK_COLUMNS]

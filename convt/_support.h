@@ -152,52 +152,36 @@ static void convt_detect_f16c(void)
 }
 
 /* dst[i] = src[i] + bias for contiguous runs (the scatter's stride-1 rows): AVX
- * where the CPU has it (detected with F16C, which implies AVX). */
+ * where the CPU has it (detected with F16C, which implies AVX), then the rest. */
 #if defined(__x86_64__) || defined(_M_X64)
-CONVT_TARGET_F16C static void convt_add_bias_avx_f32(float *dst, const float *src,
-                                                     ptrdiff_t count, float bias)
-{
-    __m256 b = _mm256_set1_ps(bias);
-    ptrdiff_t i = 0;
-    for (; i + 8 <= count; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
-    for (; i < count; ++i) dst[i] = src[i] + bias;
-}
-
-CONVT_TARGET_F16C static void convt_add_bias_avx_f64(double *dst, const double *src,
-                                                     ptrdiff_t count, double bias)
-{
-    __m256d b = _mm256_set1_pd(bias);
-    ptrdiff_t i = 0;
-    for (; i + 4 <= count; i += 4)
-        _mm256_storeu_pd(dst + i, _mm256_add_pd(_mm256_loadu_pd(src + i), b));
-    for (; i < count; ++i) dst[i] = src[i] + bias;
-}
-#endif
-
-static void convt_add_bias_f32(float *dst, const float *src, ptrdiff_t count, float bias)
-{
-    ptrdiff_t i;
-#if defined(__x86_64__) || defined(_M_X64)
-    if (convt_f16c) {
-        convt_add_bias_avx_f32(dst, src, count, bias);
-        return;
+#define CONVT_DEFINE_ADD_BIAS(NAME, VECTOR, T, V, W, SET1, LOAD, ADD, STORE)           \
+    CONVT_TARGET_F16C static ptrdiff_t VECTOR(T *dst, const T *src, ptrdiff_t count,    \
+                                              T bias)                                  \
+    {                                                                                  \
+        V b = SET1(bias);                                                              \
+        ptrdiff_t i = 0;                                                               \
+        for (; i + (W) <= count; i += (W)) STORE(dst + i, ADD(LOAD(src + i), b));      \
+        return i;                                                                      \
+    }                                                                                  \
+    static void NAME(T *dst, const T *src, ptrdiff_t count, T bias)                    \
+    {                                                                                  \
+        ptrdiff_t i = convt_f16c ? VECTOR(dst, src, count, bias) : 0;                  \
+        for (; i < count; ++i) dst[i] = src[i] + bias;                                 \
     }
-#endif
-    for (i = 0; i < count; ++i) dst[i] = src[i] + bias;
-}
-
-static void convt_add_bias_f64(double *dst, const double *src, ptrdiff_t count, double bias)
-{
-    ptrdiff_t i;
-#if defined(__x86_64__) || defined(_M_X64)
-    if (convt_f16c) {
-        convt_add_bias_avx_f64(dst, src, count, bias);
-        return;
+CONVT_DEFINE_ADD_BIAS(convt_add_bias_f32, convt_add_bias_avx_f32, float, __m256, 8,
+                      _mm256_set1_ps, _mm256_loadu_ps, _mm256_add_ps, _mm256_storeu_ps)
+CONVT_DEFINE_ADD_BIAS(convt_add_bias_f64, convt_add_bias_avx_f64, double, __m256d, 4,
+                      _mm256_set1_pd, _mm256_loadu_pd, _mm256_add_pd, _mm256_storeu_pd)
+#else
+#define CONVT_DEFINE_ADD_BIAS(NAME, T)                                                 \
+    static void NAME(T *dst, const T *src, ptrdiff_t count, T bias)                    \
+    {                                                                                  \
+        ptrdiff_t i;                                                                   \
+        for (i = 0; i < count; ++i) dst[i] = src[i] + bias;                            \
     }
+CONVT_DEFINE_ADD_BIAS(convt_add_bias_f32, float)
+CONVT_DEFINE_ADD_BIAS(convt_add_bias_f64, double)
 #endif
-    for (i = 0; i < count; ++i) dst[i] = src[i] + bias;
-}
 
 /* dst[i] = float(src[i]) for a contiguous run. */
 static void convt_halves_to_floats(float *dst, const uint16_t *src, ptrdiff_t count)
