@@ -68,12 +68,6 @@ AVX512_MIN_DEPTH = 64
 
 
 @functools.cache
-def available_backends():
-    """The backends this machine can run (CPUID is slow in virtual machines: asked once)."""
-    return tuple(_kernels.available_backends())
-
-
-@functools.cache
 def default_backend():
     """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS.
 
@@ -82,7 +76,7 @@ def default_backend():
     """
     requested = os.environ.get(BACKEND_VARIABLE)
     if requested:
-        available = available_backends()
+        available = _kernels.available_backends()
         if requested not in available:
             raise ValueError(
                 f"{BACKEND_VARIABLE}={requested!r} cannot be used here; this machine can run "
@@ -100,7 +94,7 @@ def backend_for(geometry, cg):
         backend == "avx512"
         and not os.environ.get(BACKEND_VARIABLE)
         and cg * max_stack_taps(geometry) < AVX512_MIN_DEPTH
-        and "avx2" in available_backends()
+        and "avx2" in _kernels.available_backends()
     ):
         return "avx2"
     return backend
