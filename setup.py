@@ -5,6 +5,7 @@ family uses. Without OpenMP the extension is still built, serially, with a
 warning: a missing OpenMP must never fail an install.
 """
 
+import glob
 import os
 import shutil
 import sys
@@ -113,9 +114,15 @@ class BuildExtWithOpenMP(build_ext):
 extensions = [
     Extension(
         "convt._kernels",
-        sources=["convt/_kernels.pyx"],
-        include_dirs=[numpy.get_include(), "convt"],
+        # the Cython drivers (convt/_kernels.pyx includes its .pxi parts) and
+        # the C kernel families, one file per CPU family (convt/src)
+        sources=["convt/_kernels.pyx"] + sorted(glob.glob("convt/src/*.c")),
+        include_dirs=[numpy.get_include(), "convt", "convt/src"],
+        depends=sorted(glob.glob("convt/src/*.h") + glob.glob("convt/*.pxi")
+                       + glob.glob("convt/*.pxd")),
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
+        # fmaf/fma of the scalar references
+        libraries=[] if sys.platform == "win32" else ["m"],
     )
 ]
 

@@ -12,4 +12,18 @@ from ._estimator import ConvTranspose, conv_transpose
 
 __version__ = "0.1.0"
 
-__all__ = ["ConvTranspose", "conv_transpose", "__version__"]
+__all__ = ["ConvTranspose", "conv_transpose", "explain", "__version__"]
+
+
+def explain(layer, x_shape, w_shape, dtype="float32"):
+    """How ``layer.apply`` would run on arrays of these shapes: see :func:`convt._engine.explain`.
+
+    Examples
+    --------
+    >>> from convt import ConvTranspose, explain
+    >>> explain(ConvTranspose(), (1, 1, 8), (1, 1, 2)).decision.engine
+    'direct'
+    """
+    from ._engine import explain as explain_call  # loads the compiled kernels
+
+    return explain_call(layer, x_shape, w_shape, dtype)

@@ -8,10 +8,14 @@ import time
 
 import numpy as np
 
-from . import ConvTranspose, __version__, _kernels
+from . import ConvTranspose, __version__, _dispatch, _kernels
 from ._arrays import SUPPORTED_DTYPES
 from ._blas import describe as describe_blas
-from ._engine import default_backend, flop_count
+from ._engine import explain, flop_count
+
+# The call `info` explains: a DCGAN-like decoder layer.
+SAMPLE_LAYER = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+SAMPLE_SHAPES = ((1, 64, 32, 32), (64, 32, 4, 4))
 
 
 def synthetic_image(size=512):
@@ -56,8 +60,19 @@ def demo():
     return 0 if error < 1e-5 else 1
 
 
+def _describe_family(family):
+    flags = [name for name, bit in (("fused", _dispatch.SET_FUSED), ("B packing", _dispatch.SET_PACK),
+                                    ("half panels", _dispatch.SET_HALF),
+                                    ("pair kernels", _dispatch.SET_PAIRS),
+                                    ("masked stores", _dispatch.SET_MASKED_STORES))
+             if family.f32.has(bit)]
+    state = "available" if family.available else "not on this CPU"
+    return (f"{family.name}: {state}; float32 {family.f32.mr} x {family.f32.nr}, float64 "
+            f"{family.f64.mr} x {family.f64.nr}" + (f"; {', '.join(flags)}" if flags else ""))
+
+
 def info():
-    """Version, dtypes, threading and BLAS of this build."""
+    """Version, dtypes, threading, CPU, kernel sets, BLAS, and the decision for a sample call."""
     threads = _kernels.max_threads()
     print(f"convt {__version__}")
     print(f"  dtypes: {', '.join(str(d) for d in SUPPORTED_DTYPES)} "
@@ -66,9 +81,20 @@ def info():
         print(f"  OpenMP: on, {threads} threads by default")
     else:
         print("  OpenMP: off (built without OpenMP; kernels run serially)")
-    print(f"  GEMM kernels: {default_backend()} (available: {', '.join(_kernels.available_backends())})")
+    print(f"  CPU features: {', '.join(_kernels.cpu_features()) or 'none the kernels use'}")
+    print("  kernel families (rows x positions per micro-kernel call):")
+    for family in _dispatch.families():
+        print(f"    {_describe_family(family)}")
+    print(f"  preferred kernel set: {_dispatch.preferred_kernel_set()} "
+          f"(override: {_dispatch.KERNEL_SET_VARIABLE}=" + "|".join(_dispatch.available_kernel_sets())
+          + ")")
     print(f"  BLAS: {describe_blas()}")
     print(f"  numpy {np.__version__}, Python {sys.version.split()[0]}")
+    layer = ConvTranspose(**SAMPLE_LAYER)
+    x_shape, w_shape = SAMPLE_SHAPES
+    print(f"  sample call: {layer!r} on x {x_shape} float32, w {w_shape}:")
+    for line in str(explain(layer, x_shape, w_shape, np.float32)).splitlines():
+        print(f"    {line.strip()}")
     return 0
 
 

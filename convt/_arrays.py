@@ -14,17 +14,6 @@ import numpy as np
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
-# Storage kinds understood by convt._kernels (item size is 2 << kind).
-STORAGE_KIND = {np.dtype(np.float16): 0, np.dtype(np.float32): 1, np.dtype(np.float64): 2}
-
-# float16 accumulates in float32, the others in their own precision.
-ACCUMULATION_DTYPE = {
-    np.dtype(np.float16): np.dtype(np.float32),
-    np.dtype(np.float32): np.dtype(np.float32),
-    np.dtype(np.float64): np.dtype(np.float64),
-}
-
-
 def as_operand(name, value):
     """Return ``value`` as an ndarray of a supported float dtype the kernels can read."""
     array = np.asarray(value)
@@ -143,8 +132,3 @@ def prepare_output(out, shape, dtype, inputs):
         if array is not None and np.may_share_memory(out, array):
             raise ValueError(f"out must not share memory with {name}; pass a separate array.")
     return out
-
-
-def element_strides(array):
-    """Strides of ``array`` in elements, as an intp array for the kernels."""
-    return np.array([stride // array.itemsize for stride in array.strides], dtype=np.intp)

@@ -1,35 +1,41 @@
-"""Choosing and running a kernel for one validated ConvTranspose call."""
+"""Running one validated ConvTranspose call: dispatch, plan, pack, drive.
+
+Every front-end ends in :func:`compute` with a resolved geometry and arrays
+in the (N, C, D...) / (C, M / group, k...) / (N, M, O...) layouts (views of
+any strides); :mod:`convt._dispatch` decides how, :mod:`convt._plan` plans,
+the drivers of :mod:`convt._kernels` run.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import math
-import os
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels
-from ._arrays import ACCUMULATION_DTYPE, STORAGE_KIND, element_strides
-from ._blas import controller as blas_controller
-from ._plan import direct_plan, gemm_plan, max_stack_taps
-
-# Upper bound on OpenMP threads: more would only add workspace, never speed.
-MAX_THREADS = 256
-# The direct engine is chosen below this many multiply-adds per output position
-# and group (cg * mg * kernel size), where the GEMM's row blocks and depth are a
-# few elements.  Measured on 2 Zen 4 cores, interleaved: direct wins 1.05-1.7x at
-# 4-9 (1 channel k2s2 and k3s1, depthwise k2s2 and k3s1), the GEMM engine wins
-# 1.04-1.8x at 16 (depthwise k4s2, single-channel k4s2 on 2048^2 and in 1-D)
-# and 1.1-3.9x above (3-D, more channels).
-DIRECT_MAX_WORK = 16
+from . import _dispatch, _records
+from ._plan import direct_plan, gemm_plan
 
 
-def resolve_threads(num_threads, work_units):
-    """Threads to use: all the process may use by default, never more than the work."""
-    if num_threads is None:
-        num_threads = _kernels.max_threads()
-    return max(1, min(num_threads, work_units, MAX_THREADS))
+@dataclass(frozen=True)
+class Operands:
+    """The arrays the compiled drivers read and write, with element strides."""
+
+    x: np.ndarray
+    w: np.ndarray
+    y: np.ndarray
+    b: np.ndarray | None
+    b_acc: np.ndarray | None      # the bias in the accumulation type (exact stacks)
+    x_strides: np.ndarray
+    w_strides: np.ndarray
+    y_strides: np.ndarray
+
+
+def element_strides(array):
+    """Strides of ``array`` in elements, as an intp array for the kernels."""
+    return np.array([stride // array.itemsize for stride in array.strides], dtype=np.intp)
 
 
 def fill_with_bias(y, b):
@@ -50,133 +56,223 @@ def _spatially_contiguous(array):
     return 0 < strides[1] < 2**31 and strides[1] >= expected
 
 
-def choose_engine(geometry, cg, mg):
-    """'direct' when the GEMM would be a few multiply-adds per position, else 'gemm'."""
-    if cg * mg * math.prod(geometry.kernel_shape) < DIRECT_MAX_WORK:
-        return "direct"
-    return "gemm"
+def problem_of(x, w, y, geometry, group):
+    """The dispatch point's view of a call."""
+    return _dispatch.Problem(
+        geometry=geometry,
+        batch=x.shape[0],
+        in_channels=x.shape[1],
+        out_channels=y.shape[1],
+        group=group,
+        dtype=x.dtype,
+        y_rows_contiguous=y.shape[-1] <= 1 or y.strides[-1] == y.itemsize,
+        x_spatially_contiguous=_spatially_contiguous(x),
+    )
 
 
-BACKEND_VARIABLE = "CONVT_GEMM_BACKEND"
+@functools.lru_cache(maxsize=256)
+def problem_records(problem):
+    """The PROBLEM and AXIS records of a problem (convt._records)."""
+    geometry = problem.geometry
+    scalars = _records.record(
+        _records.PROBLEM, ndim=geometry.ndim, storage=_dispatch.STORAGE[problem.dtype.name],
+        batch=problem.batch, groups=problem.group, cg=problem.cg, mg=problem.mg,
+        out_channels=problem.out_channels,
+    )
+    axes = _records.records(
+        _records.AXIS,
+        zip(geometry.input_shape, geometry.output_shape, geometry.strides),
+    )
+    return scalars, axes
 
 
-# Below this reduction depth (input channels per group x taps of a stack) the
-# AVX-512 kernels' register totals cost more than their wider FMAs give: on
-# 2 Zen 4 cores, AVX2 was 5-6% faster at depths 4-32 (depthwise, 3-D with 4
-# channels) and AVX-512 0-15% faster from 64 up.
-AVX512_MIN_DEPTH = 64
+def gemm_layout(plan, decision):
+    """The GEMM_LAYOUT record: workspace capacities and the decision's flags."""
+    return _records.record(
+        _records.GEMM_LAYOUT,
+        operand=plan.operand_capacity,
+        product=plan.product_capacity,
+        per_thread=plan.workspace_per_thread,
+        blas=int(decision.kernel_set == "blas"),
+        pack_min_blocks=decision.pack_min_blocks,
+        half_panels=int(decision.half_panels),
+        masked_stores=int(decision.masked_stores),
+        input_is_tile=int(decision.input_is_tile),
+    )
 
 
-@functools.cache
-def default_backend():
-    """The GEMM backend to use: convt's own micro-kernels where the CPU has them, else BLAS.
-
-    The environment variable CONVT_GEMM_BACKEND (avx512, avx2, portable, blas)
-    overrides the choice; a backend the machine cannot run is refused loudly.
-    """
-    requested = os.environ.get(BACKEND_VARIABLE)
-    if requested:
-        available = _kernels.available_backends()
-        if requested not in available:
-            raise ValueError(
-                f"{BACKEND_VARIABLE}={requested!r} cannot be used here; this machine can run "
-                f"{', '.join(repr(name) for name in available)}."
-            )
-        return requested
-    return _kernels.preferred_backend()
+def plan_for(problem, decision):
+    """The engine's plan for a problem under a decision (cached)."""
+    geometry = problem.geometry
+    if decision.engine == "gemm":
+        return gemm_plan(geometry, problem.batch, problem.cg, problem.mg, problem.group,
+                         decision.blocking)
+    interleave = problem.y_rows_contiguous and problem.dtype == decision.accumulation
+    return direct_plan(geometry, problem.batch, problem.out_channels,
+                       _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores)
 
 
-def backend_for(geometry, cg):
-    """The default backend, with AVX2 instead of AVX-512 for shallow reductions
-    (unless CONVT_GEMM_BACKEND asked for AVX-512)."""
-    backend = default_backend()
-    if (
-        backend == "avx512"
-        and not os.environ.get(BACKEND_VARIABLE)
-        and cg * max_stack_taps(geometry) < AVX512_MIN_DEPTH
-        and "avx2" in _kernels.available_backends()
-    ):
-        return "avx2"
-    return backend
+def work_items(plan):
+    """Units of work the engine shares between threads."""
+    return len(plan.items) if hasattr(plan, "items") else int(plan.layout["rows"][0])
 
 
-def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None):
+def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
     """Fill ``y`` with ConvTranspose(x, w, b); all arguments already validated.
 
-    ``engine`` forces 'gemm' or 'direct' and ``backend`` a backend ('avx512',
-    'avx2', 'portable', 'blas'); tests use them to cover every path.
+    ``engine`` ('gemm', 'direct') and ``backend`` (a kernel set: 'avx512',
+    'avx2', 'portable', 'blas') force a path, and ``overrides`` replace
+    fields of the decision; tests use them to cover every path.
     """
     batch, channels = x.shape[:2]
-    out_channels = y.shape[1]
-    if batch == 0 or out_channels == 0:
+    if batch == 0 or y.shape[1] == 0:
         return y
-    cg, mg = channels // group, out_channels // group
-    if cg == 0:
+    if channels // group == 0:
         fill_with_bias(y, b)
         return y
-    if b is not None:
-        b = np.ascontiguousarray(b)
-    engine = engine or choose_engine(geometry, cg, mg)
-    if engine == "gemm":
-        _run_gemm(x, w, b, y, geometry, group, num_threads, backend or backend_for(geometry, cg))
-    else:
-        _run_direct(x, w, b, y, geometry, group, num_threads, backend or default_backend())
+    problem = problem_of(x, w, y, geometry, group)
+    decision = _dispatch.decide(problem, engine=engine, kernel_set=backend, **overrides)
+    plan = plan_for(problem, decision)
+    threads = _dispatch.resolve_threads(num_threads, work_items(plan))
+    accumulation = decision.accumulation
+    b_acc = None
+    if b is not None and decision.engine == "gemm":
+        b_acc = np.ascontiguousarray(b, dtype=accumulation)
+    arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(w),
+                      element_strides(y))
+    scalars, axes = problem_records(problem)
+    if decision.engine == "direct":
+        layout = plan.layout[0]
+        workspace = np.empty((threads, layout["floats"]), dtype=accumulation)
+        scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
+        from . import _kernels
+
+        _kernels.run_direct(arrays, scalars, axes, plan, decision, workspace, scratch, threads)
+        return y
+    _run_gemm(arrays, problem, decision, plan, threads)
     return y
 
 
-def _run_gemm(x, w, b, y, geometry, group, num_threads, backend):
-    batch, channels = x.shape[:2]
-    cg, mg = channels // group, y.shape[1] // group
-    acc = ACCUMULATION_DTYPE[x.dtype]
-    kind = STORAGE_KIND[x.dtype]
-    backend_id, row_block, panel = _kernels.backend_shape(backend, acc == np.float64)
-    plan = gemm_plan(geometry, batch, cg, mg, group, row_block, panel, acc.itemsize,
-                     pairs=backend == "avx512")
+def _run_gemm(arrays, problem, decision, plan, threads):
+    from . import _kernels
+
     if plan.needs_fill:
-        fill_with_bias(y, b)
-    threads = resolve_threads(num_threads, len(plan.items))
-    packed = np.empty(plan.packed_size, dtype=acc)
-    _kernels.pack_weights(w, kind, element_strides(w), packed, plan.stacks, plan.kernel_index,
-                          plan.block_starts, group, cg, mg, threads)
-    workspace = np.empty((threads, plan.workspace_per_thread), dtype=acc)
-    scratch = np.empty((threads, geometry.ndim), dtype=np.intp)
-    input_is_tile = backend == "blas" and x.dtype == acc and _spatially_contiguous(x)
-    # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
-    guard = blas_controller().single_threaded() if backend == "blas" else contextlib.nullcontext()
+        fill_with_bias(arrays.y, arrays.b)
+    scalars, axes = problem_records(problem)
+    accumulation = decision.accumulation
+    packed = np.empty(plan.packed_size, dtype=accumulation)
+    _kernels.pack_weights(arrays, scalars, plan, packed, threads)
+    workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
+    scratch = np.empty((threads, problem.geometry.ndim), dtype=np.intp)
+    guard = contextlib.nullcontext()
+    if decision.kernel_set == "blas":
+        # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
+        from ._blas import controller
+
+        guard = controller().single_threaded()
     with guard:
-        _kernels.run_gemm(
-            x, y, b, kind, backend_id, element_strides(x), element_strides(y), plan.in_size,
-            plan.conv_strides, cg, mg, plan.stacks, plan.stack_axes, plan.tap_offsets,
-            plan.buffer_offsets, plan.phases, plan.items, packed, workspace, scratch,
-            plan.operand_capacity, plan.product_capacity, plan.panel_offsets,
-            plan.block_starts, input_is_tile,
-            None if b is None else np.ascontiguousarray(b, dtype=acc), threads,
-        )
-
-
-def _run_direct(x, w, b, y, geometry, group, num_threads, backend):
-    batch, channels = x.shape[:2]
-    out_channels = y.shape[1]
-    acc = ACCUMULATION_DTYPE[x.dtype]
-    plan = direct_plan(geometry, batch, out_channels)
-    threads = resolve_threads(num_threads, plan.rows)
-    floats, ints = _kernels.direct_workspace(
-        plan.row_buffers, geometry.input_shape[-1], plan.tap_kernel.shape[2], geometry.ndim)
-    workspace = np.empty((threads, floats), dtype=acc)
-    scratch = np.zeros((threads, ints), dtype=np.intp)
-    # the portable phase kernel stands in for BLAS, which the direct engine does not use
-    backend_id = _kernels.backend_shape("portable" if backend == "blas" else backend,
-                                        acc == np.float64)[0]
-    _kernels.run_direct(
-        x, w, y, b, STORAGE_KIND[x.dtype], backend_id,
-        element_strides(x), element_strides(w), element_strides(y),
-        plan.in_size, plan.out_size, plan.conv_strides, channels // group, out_channels // group, out_channels,
-        plan.tap_count, plan.tap_kernel, plan.tap_offset, plan.phase_length,
-        workspace, scratch, plan.rows, threads,
-    )
+        _kernels.run_gemm(arrays, scalars, axes, plan, gemm_layout(plan, decision), decision,
+                          packed, workspace, scratch, threads)
 
 
 def flop_count(x_shape, w_shape):
     """Floating-point operations (2 per multiply-add) of the textbook ConvTranspose."""
     batch, channels = x_shape[:2]
     return 2 * batch * channels * w_shape[1] * math.prod(x_shape[2:]) * math.prod(w_shape[2:])
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a call runs as it does: the problem, the decision and its plan.
+
+    ``str()`` gives a readable report; the attributes hold the objects.
+    """
+
+    problem: _dispatch.Problem
+    decision: _dispatch.Decision
+    plan: object
+    threads: int
+
+    def __str__(self):
+        problem, decision, plan = self.problem, self.decision, self.plan
+        geometry = problem.geometry
+        lines = [
+            f"problem: batch {problem.batch}, {problem.in_channels} -> {problem.out_channels} "
+            f"channels in {problem.group} group(s), input {geometry.input_shape} -> output "
+            f"{geometry.output_shape}, kernel {geometry.kernel_shape}, strides "
+            f"{geometry.strides}, dilations {geometry.dilations}, pads "
+            f"{tuple(zip(geometry.pads_begin, geometry.pads_end))}, {problem.dtype.name}",
+            f"  {problem.multiply_adds():,} multiply-adds; accumulation in "
+            f"{decision.accumulation.name}",
+        ]
+        lines += [f"  {reason}" for reason in decision.reasons]
+        if decision.engine == "gemm":
+            blocking = decision.blocking
+            flags = [name for name, on in (
+                ("exact stacks", blocking.exact_stacks), ("residue pairs", blocking.residue_pairs),
+                ("half panels", decision.half_panels), ("masked stores", decision.masked_stores),
+                ("B packing", decision.pack_min_blocks > 0),
+                ("x read as the BLAS operand", decision.input_is_tile)) if on]
+            lines.append(f"  blocking: {blocking.mr or 'all'} rows x {blocking.nr or 'a tile of'}"
+                         f" positions per kernel call; {', '.join(flags) or 'no options'}")
+            for index, stack in enumerate(plan.stacks):
+                kind = ("exact, stored into y" if stack["store_direct"] else
+                        "exact" if stack["exact"] else "partnered" if stack["partner"] >= 0
+                        else "")
+                lines.append(
+                    f"  stack {index}: {stack['phases']} phase(s) x {stack['taps']} tap(s), "
+                    f"{stack['rows']} rows, depth {problem.cg * stack['taps']} in chunks of "
+                    f"{stack['chunk'] * stack['taps']} (blocked sums of {stack['sum_block']}), "
+                    f"tiles {stack['tile_rows']} x {stack['tile_cols']}, "
+                    f"{stack['items']} item(s) per image and group" + (f"; {kind}" if kind else ""))
+            workspace = plan.workspace_per_thread * decision.accumulation.itemsize
+            lines.append(f"  {len(plan.items)} work items on {self.threads} thread(s); "
+                         f"workspace {workspace / 2**20:.2f} MiB per thread, packed weights "
+                         f"{plan.packed_size * decision.accumulation.itemsize / 2**10:.0f} KiB")
+        else:
+            layout = plan.layout[0]
+            workspace = layout["floats"] * decision.accumulation.itemsize
+            lines.append(f"  {layout['rows']} output rows on {self.threads} thread(s); "
+                         f"workspace {workspace / 2**10:.0f} KiB per thread")
+        return "\n".join(lines)
+
+
+def explain(layer, x_shape, w_shape, dtype=np.float32):
+    """How ``layer.apply`` would run on C-contiguous arrays of these shapes and dtype.
+
+    Parameters
+    ----------
+    layer : ConvTranspose
+        The estimator.
+    x_shape, w_shape : tuple of int
+        Shapes of the input ``(N, C, D1, ..., Dn)`` and weight ``(C, M/group, k1, ..., kn)``.
+    dtype : dtype, default float32
+        The arrays' dtype.
+
+    Returns
+    -------
+    Explanation
+        Its ``str()`` is a report: the engine, the kernel set and why, the
+        blocking, every GEMM stack, work items, threads and workspace.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from convt import ConvTranspose, explain
+    >>> report = explain(ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1)),
+    ...                  (1, 64, 32, 32), (64, 32, 4, 4), np.float32)
+    >>> report.decision.engine
+    'gemm'
+    >>> print(report)  # doctest: +ELLIPSIS
+    problem: batch 1, 64 -> 32 channels in 1 group(s), input (32, 32) -> output (64, 64), ...
+    """
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    geometry = layer._geometry_for(x_shape, w_shape)
+    group = layer._attributes().group
+    dtype = np.dtype(dtype)
+    out_shape = layer.output_shape_for(x_shape, w_shape)
+    problem = _dispatch.Problem(geometry, x_shape[0], x_shape[1], out_shape[1], group, dtype)
+    decision = _dispatch.decide(problem)
+    plan = plan_for(problem, decision)
+    threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(plan))
+    return Explanation(problem, decision, plan, threads)

@@ -23,20 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Per-thread buffers of the GEMM engine: the tile's input (read by every block
-# of rows, so sized to stay in L2) and the product of one group of row blocks
-# (written once, read once by the scatter).  Independent of the volume:
-# workspace never grows with the input.
-OPERAND_BYTES = 384 * 1024
-PRODUCT_BYTES = 1024 * 1024
-# Longest K chunk (rows of the gathered tile) before splitting input channels.
-MAX_DEPTH = 2048
-MIN_TILE = 16
-# Work items to aim for, so that threads finish together (dynamic schedule).
-MIN_WORK_ITEMS = 24
-# Columns of GemmPlan.stacks (see the STACK_* enum in convt/_kernels.pyx).
-STACK_FIELDS = 26
-
+from . import _records
 
 @dataclass(frozen=True)
 class Phase:
@@ -136,31 +123,23 @@ def max_stack_taps(geometry):
     )
 
 
-def _intp(values, shape=None):
-    array = np.array(values, dtype=np.intp)
-    if shape is not None:
-        array = array.reshape(shape)
-    return np.ascontiguousarray(array)
-
-
 @dataclass(frozen=True)
 class GemmPlan:
-    """Tables of the GEMM engine (see convt._kernels.run_gemm)."""
+    """Tables of the GEMM engine, read-only (records: see convt._records)."""
 
-    stacks: np.ndarray          # (S, STACK_FIELDS)
-    stack_axes: np.ndarray      # (S, ndim, 3): first grid position, extent, tap span
+    stacks: np.ndarray          # (S,) GEMM_STACK
+    stack_axes: np.ndarray      # (S, ndim) STACK_AXIS
     tap_offsets: np.ndarray     # (total taps, ndim): input offset of each tap
     buffer_offsets: np.ndarray  # (total K rows,): tap offsets inside a tile buffer
-    phases: np.ndarray          # (total phases, ndim, 3): residue, shift, count
+    phases: np.ndarray          # (total phases, ndim) PHASE_AXIS
     kernel_index: np.ndarray    # stack after stack, (P * J, ndim) kernel coordinates
-    items: np.ndarray           # (n_items, 4): image, group, stack, tile
-    in_size: np.ndarray         # spatial input sizes
-    conv_strides: np.ndarray    # ConvTranspose strides
-    packed_size: int
-    operand_capacity: int       # elements of the per-thread gathered operand
-    product_capacity: int       # elements of the per-thread product of one item
-    panel_offsets: np.ndarray   # k * NR for every row of a packed B panel
+    items: np.ndarray           # (n_items,) WORK_ITEM
     block_starts: np.ndarray    # per stack, blocks + 1 first rows (see _block_starts)
+    panel_offsets: np.ndarray   # k * NR for every row of a packed B panel
+    packed_size: int            # elements of the packed weights
+    table_size: int             # entries of the packing's tap tables
+    operand_capacity: int       # elements of the per-thread tile buffer or operand
+    product_capacity: int       # elements of the per-thread product of one item
     workspace_per_thread: int
     needs_fill: bool            # some outputs get no tap: prefill with the bias
 
@@ -178,6 +157,8 @@ class _TileShape:
     row_stride: int      # product (and buffer) columns per tile row
     columns: int         # product columns of a full tile, padded to whole panels
     panel: int
+    buffer_rows: int     # buffer rows per plane (tile rows plus the taps' span)
+    buffer_planes: int   # leading-axis planes per channel
     buffer_channel: int  # buffer elements per input channel (0: im2col mode)
     operand: int         # elements of the gathered operand or buffer
 
@@ -188,24 +169,24 @@ def _tile_shape(spans, rows, cols, chunk, taps, panel):
     (panel 0) gathers an im2col operand of one panel."""
     if panel:
         row_stride = cols + spans[-1]
-        lead = math.prod(span + 1 for span in spans[:-2])
+        planes = math.prod(span + 1 for span in spans[:-2])
         buffer_rows = rows + (spans[-2] if len(spans) >= 2 else 0)
-        buffer_channel = lead * buffer_rows * row_stride
+        buffer_channel = planes * buffer_rows * row_stride
         columns = _round_up((rows - 1) * row_stride + cols, panel)
-        return _TileShape(rows, cols, row_stride, columns, panel, buffer_channel,
-                          chunk * buffer_channel + panel)
+        return _TileShape(rows, cols, row_stride, columns, panel, buffer_rows, planes,
+                          buffer_channel, chunk * buffer_channel + panel)
     columns = rows * cols
-    return _TileShape(rows, cols, cols, columns, columns, 0, chunk * taps * columns)
+    return _TileShape(rows, cols, cols, columns, columns, 0, 0, 0, chunk * taps * columns)
 
 
-def _choose_tile(extents, spans, chunk, taps, panel, budget):
+def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
     """The tile with the most whole rows whose operand fits ``budget`` elements.
 
     Rows are equalised over the tiles of an axis; when a single row is over
     budget, columns are split in whole panels.
     """
     grid_rows = extents[-2] if len(extents) >= 2 else 1
-    quantum = panel or MIN_TILE
+    quantum = panel or blocking.min_tile
     rows, cols = grid_rows, extents[-1]
     while True:
         tile = _tile_shape(spans, rows, cols, chunk, taps, panel)
@@ -222,12 +203,28 @@ def _choose_tile(extents, spans, chunk, taps, panel, budget):
     return _tile_shape(spans, -(-grid_rows // row_tiles), cols, chunk, taps, panel)
 
 
+def _split_rows(tile, extents, spans, chunk, taps, min_items, blocking):
+    """The tile cut into more row tiles when a stack has fewer than ``min_items``
+    tiles (small layers), down to ``blocking.min_split_rows`` rows per tile, so
+    that every thread gets work."""
+    if len(extents) < 2:
+        return tile
+    grid_rows = extents[-2]
+    lead = math.prod(extents[:-2])
+    col_tiles = -(-extents[-1] // tile.cols)
+    row_tiles = -(-grid_rows // tile.rows)
+    wanted = min(-(-min_items // (lead * col_tiles)), grid_rows // blocking.min_split_rows)
+    if wanted <= row_tiles:
+        return tile
+    return _tile_shape(spans, -(-grid_rows // wanted), tile.cols, chunk, taps, blocking.nr)
+
+
 def _buffer_offsets(stack, spans, tile, chunk):
     """Offset of each (channel, tap) row inside a tile buffer (taps in C order)."""
     ndim = len(stack)
     dims = [span + 1 for span in spans[:-2]]
     if ndim >= 2:
-        dims.append(tile.rows + spans[-2])
+        dims.append(tile.buffer_rows)
     dims.append(tile.row_stride)
     strides = [math.prod(dims[a + 1:]) for a in range(ndim)]
     taps = [
@@ -251,12 +248,12 @@ def _block_starts(rows, segment_rows, segment_blocks, unit):
     ] + [rows]
 
 
-def _residue_pairs(stacks, strides, panel):
+def _residue_pairs(stacks, strides, blocking):
     """{a: b} for stacks that differ only in holding residue 0 (a) or 1 (b) of a
     stride-2 last axis (k3s2: the residues have 1 and 2 taps, so they are not
     stacked).  One work item runs both and interleaves their outputs, so every
     output line is written once, by one core, in whole vectors."""
-    if not panel or strides[-1] != 2:
+    if not blocking.residue_pairs or strides[-1] != 2:
         return {}
     pairs = {}
     for a, stack in enumerate(stacks):
@@ -269,20 +266,23 @@ def _residue_pairs(stacks, strides, panel):
     return pairs
 
 
-def _stack_tile(stack, cg, panel, itemsize, rows=None):
+def _stack_tile(stack, cg, min_items, blocking, rows=None):
     """Taps, K chunk, extents, spans and tile of a stack (``rows``: forced tile rows)."""
     taps = math.prod(len(group.offsets) for group in stack)
-    chunk = max(1, min(cg, MAX_DEPTH // taps))
+    chunk = max(1, min(cg, blocking.max_depth // taps))
     extents = [group.extent for group in stack]
     spans = [-min(group.offsets) for group in stack]
+    panel = blocking.nr
     if rows is None:
-        tile = _choose_tile(extents, spans, chunk, taps, panel, OPERAND_BYTES // itemsize)
+        tile = _choose_tile(extents, spans, chunk, taps, panel,
+                            blocking.operand_bytes // blocking.itemsize, blocking)
+        tile = _split_rows(tile, extents, spans, chunk, taps, min_items, blocking)
     else:
         tile = _tile_shape(spans, rows, extents[-1], chunk, taps, panel)
     return taps, chunk, extents, spans, tile
 
 
-def _exact_pairs(stack, stride, tile, col_tiles, mg, row_block, panel):
+def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
     A tile's product rows are runs of ``row_stride`` columns, so contiguous
@@ -293,8 +293,9 @@ def _exact_pairs(stack, stride, tile, col_tiles, mg, row_block, panel):
     whole phase pairs of one leading phase (see block_start).
     """
     phases = stack[-1].phases
+    panel = blocking.nr
     return (
-        panel > 0
+        blocking.exact_stacks
         # the two phases are then residues 0 and 1: outputs 2 t and 2 t + 1
         and stride == 2
         and len(phases) == 2
@@ -305,33 +306,34 @@ def _exact_pairs(stack, stride, tile, col_tiles, mg, row_block, panel):
         and phases[0].count % (panel // 2) == 0
         and col_tiles == 1
         and tile.cols == stack[-1].extent
-        and 2 * mg >= row_block
+        and 2 * mg >= blocking.mr
     )
 
 
 @functools.lru_cache(maxsize=128)
-def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs=False):
+def gemm_plan(geometry, batch, cg, mg, groups, blocking):
     """Plan the GEMM engine for ``batch`` images of ``groups`` groups.
 
-    ``row_block`` (MR) and ``panel`` (NR) are the micro-kernel's block shape;
-    0 means one block of all rows and one im2col panel per tile (the BLAS
-    backend).  ``itemsize`` is that of the accumulation type.  ``pairs``: the
-    backend has pair kernels, so stacks may run exact (see _exact_pairs).
+    ``blocking`` (convt._dispatch.Blocking) holds the micro-kernel's block shape
+    (MR rows x NR positions; 0 means one block of all rows and one im2col
+    panel per tile: the BLAS backend), the accumulation item size and which
+    kernel families the set has.
     """
     per_axis = geometry_phases(geometry)
     grouped = [axis_groups(phases) for phases in per_axis]
     needs_fill = any(not phase.taps for phases in per_axis for phase in phases)
     ndim = geometry.ndim
+    row_block, panel = blocking.mr, blocking.nr
     stacks = list(itertools.product(*grouped))
-    min_items = -(-MIN_WORK_ITEMS // max(1, batch * groups * len(stacks)))
+    min_items = -(-blocking.min_work_items // max(1, batch * groups * len(stacks)))
     stack_rows, axes_rows, offset_rows, buffer_rows, phase_rows = [], [], [], [], []
     kernel_index, item_counts, block_rows = [], [], []
-    packed = operand = product = depth_max = 0
+    packed = operand = product = depth_max = tables = kernel_rows = 0
     # residue pairs run in one item: same tile rows, whole grid rows in one tile
     partner, forced_rows = {}, {}
-    for a, b in _residue_pairs(stacks, geometry.strides, panel).items():
-        tile_a = _stack_tile(stacks[a], cg, panel, itemsize)[-1]
-        tile_b = _stack_tile(stacks[b], cg, panel, itemsize)[-1]
+    for a, b in _residue_pairs(stacks, geometry.strides, blocking).items():
+        tile_a = _stack_tile(stacks[a], cg, min_items, blocking)[-1]
+        tile_b = _stack_tile(stacks[b], cg, min_items, blocking)[-1]
         if tile_a.cols == stacks[a][-1].extent and tile_b.cols == stacks[b][-1].extent:
             partner[a] = b
             forced_rows[a] = forced_rows[b] = min(tile_a.rows, tile_b.rows)
@@ -341,14 +343,13 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         phase_count = math.prod(len(group.phases) for group in stack)
         rows = phase_count * mg
         block = row_block or rows
-        taps, chunk, extents, spans, tile = _stack_tile(stack, cg, panel, itemsize,
+        taps, chunk, extents, spans, tile = _stack_tile(stack, cg, min_items, blocking,
                                                         forced_rows.get(index))
         depth_max = max(depth_max, chunk * taps)
         row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
-        exact = pairs and _exact_pairs(stack, geometry.strides[-1], tile, col_tiles, mg,
-                                       row_block, panel)
+        exact = _exact_pairs(stack, geometry.strides[-1], tile, col_tiles, mg, blocking)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs
             segment_rows, unit = 2 * mg, 2
@@ -357,13 +358,16 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         segment_blocks = -(-segment_rows // block)
         blocks = segment_blocks * (rows // segment_rows)
         starts = _block_starts(rows, segment_rows, segment_blocks, unit)
+        # narrow outputs are rounded once: straight stores need a single K chunk
+        store_direct = exact and blocking.store_direct and (
+            not blocking.rounds_once or chunk >= cg)
         # split the row blocks of a tile into groups, for a product buffer of
         # bounded size and enough work items to share; each group repeats the
         # tile's buffer fill and panel packing, so groups keep >= 8 blocks.
-        # Exact stacks usually store straight into y: their product bound is
-        # the tile's (not the volume's), and a second fill would cost more
-        # (sci2d_f64: 9% of the time in fills, half of them repeats).
-        product_groups = 1 if exact else -(-rows * tile.columns * itemsize // PRODUCT_BYTES)
+        # Stacks storing straight into y have no product buffer, and a second
+        # fill would cost more (sci2d_f64: 9% of the time in fills).
+        product_groups = 1 if store_direct else -(
+            -rows * tile.columns * blocking.itemsize // blocking.product_bytes)
         row_groups = max(min(-(-min_items // tiles), blocks // 8), product_groups)
         row_groups = max(1, min(blocks, row_groups)) if row_block else 1
         if index in partner_of:
@@ -377,38 +381,39 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
             and tuple(extents) == geometry.input_shape
         )
         item_count = 0 if index in partner_of else tiles * row_groups
-        stack_rows.append([
-            taps, phase_count, item_count, tile.columns, chunk, len(offset_rows),
-            len(phase_rows), packed, rows * cg * taps, int(identity), rows, blocks, tile.panel,
-            tile.rows, tile.cols, row_tiles, col_tiles, tile.row_stride, len(buffer_rows),
-            row_groups, group_blocks, len(stack[-1].phases),
-            int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
-            int(exact), len(block_rows), partner.get(index, -1),
-        ])
+        stack_rows.append(dict(
+            taps=taps, phases=phase_count, rows=rows, items=item_count, columns=tile.columns,
+            chunk=chunk, sum_block=blocking.sum_block(cg * taps), tap_start=len(offset_rows),
+            phase_start=len(phase_rows) // ndim, weight_start=packed, group_size=rows * cg * taps,
+            kernel_start=kernel_rows, table_start=tables, identity=int(identity),
+            blocks=blocks, block_start=len(block_rows), panel=tile.panel,
+            tile_rows=tile.rows, tile_cols=tile.cols, row_tiles=row_tiles,
+            col_tiles=col_tiles, row_stride=tile.row_stride, buffer_rows=tile.buffer_rows,
+            buffer_planes=tile.buffer_planes, buffer_channel=tile.buffer_channel,
+            offset_start=len(buffer_rows), row_groups=row_groups, group_blocks=group_blocks,
+            siblings=len(stack[-1].phases),
+            interleave=int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
+            exact=int(exact), store_direct=int(store_direct),
+            partner=partner.get(index, -1),
+        ))
         block_rows.extend(starts)
-        axes_rows.append([[group.first, group.extent, span] for group, span in zip(stack, spans)])
+        axes_rows.extend((group.first, group.extent, span) for group, span in zip(stack, spans))
         for choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
             offset_rows.append([group.offsets[j] for group, j in zip(stack, choice)])
         if panel:
             buffer_rows.extend(_buffer_offsets(stack, spans, tile, chunk))
-        kernels = np.empty((phase_count, taps, ndim), dtype=np.intp)
-        for rho, phase_choice in enumerate(
-            itertools.product(*(range(len(group.phases)) for group in stack))
-        ):
-            phase_rows.append(
-                [
-                    [group.phases[p].residue, group.shifts[p], group.phases[p].count]
-                    for group, p in zip(stack, phase_choice)
-                ]
+        for phase_choice in itertools.product(*(range(len(group.phases)) for group in stack)):
+            phase_rows.extend(
+                (group.phases[p].residue, group.shifts[p], group.phases[p].count)
+                for group, p in zip(stack, phase_choice)
             )
-            for j, tap_choice in enumerate(
-                itertools.product(*(range(len(group.offsets)) for group in stack))
-            ):
-                kernels[rho, j] = [
+            for tap_choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
+                kernel_index.append([
                     group.phases[p].taps[t][0]
                     for group, p, t in zip(stack, phase_choice, tap_choice)
-                ]
-        kernel_index.append(kernels)
+                ])
+        kernel_rows += phase_count * taps
+        tables += rows * taps
         packed += rows * cg * taps * groups
         operand = max(operand, tile.operand)
         # a group's rows: group_blocks blocks of at most `block` rows each; a
@@ -430,46 +435,45 @@ def gemm_plan(geometry, batch, cg, mg, groups, row_block, panel, itemsize, pairs
         for group in range(groups)
         for item in range(count)
     ]
+    stack_dtype = _records.GEMM_STACK
     return GemmPlan(
-        stacks=_intp(stack_rows, (len(stack_rows), STACK_FIELDS)),
-        stack_axes=_intp(axes_rows, (len(axes_rows), ndim, 3)),
-        tap_offsets=_intp(offset_rows, (len(offset_rows), ndim)),
-        buffer_offsets=_intp(buffer_rows or [0]),
-        phases=_intp(phase_rows, (len(phase_rows), ndim, 3)),
-        kernel_index=_intp([row for k in kernel_index for row in k.reshape(-1, ndim).tolist()],
-                           (-1, ndim)),
-        in_size=_intp(geometry.input_shape),
-        conv_strides=_intp(geometry.strides),
-        items=_intp(work, (len(work), 4)),
+        stacks=_records.records(stack_dtype, [tuple(row[name] for name in stack_dtype.names)
+                                              for row in stack_rows]),
+        stack_axes=_records.records(_records.STACK_AXIS, axes_rows, (len(stacks), ndim)),
+        tap_offsets=_records.frozen(np.reshape(offset_rows, (-1, ndim))),
+        buffer_offsets=_records.frozen(buffer_rows or [0]),
+        phases=_records.records(_records.PHASE_AXIS, phase_rows, (-1, ndim)),
+        kernel_index=_records.frozen(np.reshape(kernel_index, (-1, ndim))),
+        items=_records.records(_records.WORK_ITEM, work),
+        block_starts=_records.frozen(block_rows),
+        panel_offsets=_records.frozen([k * panel for k in range(max(1, depth_max))]),
         packed_size=packed,
+        table_size=max(1, tables),
         operand_capacity=operand,
         product_capacity=product,
-        panel_offsets=_intp([k * panel for k in range(max(1, depth_max))]),
-        block_starts=_intp(block_rows),
         # + a packed B panel, and room to align it to 64 bytes
-        workspace_per_thread=operand + product + depth_max * panel + 64 // itemsize,
+        workspace_per_thread=operand + product + depth_max * panel + 64 // blocking.itemsize,
         needs_fill=needs_fill,
     )
 
 
 @dataclass(frozen=True)
 class DirectPlan:
-    """Tables of the direct engine (see convt._kernels.run_direct)."""
+    """Tables of the direct engine, read-only."""
 
+    layout: np.ndarray          # (1,) DIRECT_LAYOUT
     tap_count: np.ndarray       # (ndim, max phases)
     tap_kernel: np.ndarray      # (ndim, max phases, max taps)
     tap_offset: np.ndarray      # (ndim, max phases, max taps)
-    phase_length: int
-    row_buffers: int            # accumulation elements for one output row's phases
-    rows: int
-    in_size: np.ndarray         # spatial input sizes
-    out_size: np.ndarray        # spatial output sizes
-    conv_strides: np.ndarray    # ConvTranspose strides
 
 
 @functools.lru_cache(maxsize=128)
-def direct_plan(geometry, batch, out_channels):
-    """Plan the direct engine: per-axis tap tables and the output row count."""
+def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_stores):
+    """Plan the direct engine: per-axis tap tables, output rows, workspace layout.
+
+    ``interleave``: stride-2 output rows are written with the interleaving
+    store (y's last axis is contiguous and the storage is the accumulation type).
+    """
     per_axis = geometry_phases(geometry)
     ndim = geometry.ndim
     max_phases = max(len(phases) for phases in per_axis)
@@ -485,14 +489,22 @@ def direct_plan(geometry, batch, out_channels):
                 offset[a, phase.residue, j] = off
     last = per_axis[-1]
     phase_length = max(phase.count for phase in last)
-    return DirectPlan(
-        tap_count=count,
-        tap_kernel=kernel,
-        tap_offset=offset,
-        phase_length=phase_length,
-        row_buffers=len(last) * phase_length,
+    row_buffers = len(last) * phase_length
+    in_last = geometry.input_shape[-1]
+    layout = _records.record(
+        _records.DIRECT_LAYOUT,
         rows=batch * out_channels * math.prod(geometry.output_shape[:-1]),
-        in_size=_intp(geometry.input_shape),
-        out_size=_intp(geometry.output_shape),
-        conv_strides=_intp(geometry.strides),
+        max_stride=max_phases,
+        max_taps=max_taps,
+        phase_length=phase_length,
+        max_sources=max_sources,
+        x_rows=row_buffers,
+        weights=row_buffers + max_sources * in_last,
+        floats=row_buffers + max_sources * (in_last + max_taps),
+        # out_index and tap odometer (ndim each), weight offsets, source pointers
+        ints=2 * ndim + 2 * max_sources,
+        interleave=int(interleave),
+        masked_stores=int(masked_stores),
     )
+    return DirectPlan(layout, _records.frozen(count), _records.frozen(kernel),
+                      _records.frozen(offset))

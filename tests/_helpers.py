@@ -4,12 +4,15 @@ import zlib
 
 import numpy as np
 
-from convt import ConvTranspose, _engine, _kernels
+from convt import ConvTranspose, _dispatch, _engine
 from convt._reference import reference_conv_transpose
 
-# Every kernel path this machine can run: the direct engine and the GEMM engine
-# with each backend (own micro-kernels, portable C kernel, scipy's BLAS).
-ENGINES = ("direct",) + tuple(f"gemm-{name}" for name in _kernels.available_backends())
+# Every kernel path this machine can run: the direct engine with each kernel
+# family's row kernels, and the GEMM engine with each kernel set (the
+# families' micro-kernels, or scipy's BLAS).
+FAMILIES = tuple(name for name in _dispatch.available_kernel_sets() if name != "blas")
+ENGINES = tuple(f"direct-{name}" for name in FAMILIES) + tuple(
+    f"gemm-{name}" for name in _dispatch.available_kernel_sets())
 DTYPES = (np.float16, np.float32, np.float64)
 
 # Unit roundoff of the accumulation type of each storage dtype.
@@ -20,15 +23,26 @@ ACCUMULATION_EPS = {
 }
 
 
-def run_engine(engine, x, w, b=None, num_threads=None, **params):
-    """ConvTranspose(**params) on x, w, b through one forced engine ('direct', 'gemm-<backend>')."""
+def run_engine(engine, x, w, b=None, num_threads=None, overrides=None, **params):
+    """ConvTranspose(**params) on x, w, b through one forced engine ('direct',
+    'direct-<family>', 'gemm-<kernel set>'); ``overrides`` replace decision fields."""
     layer = ConvTranspose(**params)
     attributes, x, w, b, geometry = layer._prepare(x, w, b)
     shape = layer.output_shape_for(x.shape, w.shape)
     y = np.empty(shape, dtype=x.dtype)
-    name, _, backend = engine.partition("-")
+    name, _, kernel_set = engine.partition("-")
     return _engine.compute(x, w, b, y, geometry, attributes.group, num_threads,
-                           engine=name, backend=backend or None)
+                           engine=name, backend=kernel_set or None, **(overrides or {}))
+
+
+def plan_of(kernel_set, x, w, b=None, engine="gemm", **params):
+    """(decision, plan) that a forced engine and kernel set make for this call."""
+    layer = ConvTranspose(**params)
+    attributes, x, w, b, geometry = layer._prepare(x, w, b)
+    y = np.empty(layer.output_shape_for(x.shape, w.shape), dtype=x.dtype)
+    problem = _engine.problem_of(x, w, y, geometry, attributes.group)
+    decision = _dispatch.decide(problem, engine=engine, kernel_set=kernel_set)
+    return decision, _engine.plan_for(problem, decision)
 
 
 def error_bound(x, w, b, params):

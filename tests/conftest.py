@@ -5,7 +5,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from convt import _plan
+from convt import _dispatch, _plan
 
 settings.register_profile(
     "default",
@@ -21,10 +21,10 @@ settings.load_profile("default")
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiny GEMM tiles and K chunks, so small problems cross tile and chunk edges."""
-    monkeypatch.setattr(_plan, "OPERAND_BYTES", 160)
-    monkeypatch.setattr(_plan, "PRODUCT_BYTES", 160)
-    monkeypatch.setattr(_plan, "MAX_DEPTH", 3)
-    monkeypatch.setattr(_plan, "MIN_TILE", 3)
+    monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 160)
+    monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 160)
+    monkeypatch.setattr(_dispatch, "MAX_DEPTH", 3)
+    monkeypatch.setattr(_dispatch, "MIN_TILE", 3)
     _plan.gemm_plan.cache_clear()
     yield
     _plan.gemm_plan.cache_clear()

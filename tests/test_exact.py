@@ -3,15 +3,13 @@
 import numpy as np
 import pytest
 
-from convt import ConvTranspose, _kernels, _plan
+from convt import ConvTranspose, _dispatch, _plan
 
-from _helpers import assert_matches_reference, case_operands, run_engine
+from _helpers import assert_matches_reference, case_operands, plan_of, run_engine
 
 pytestmark = pytest.mark.skipif(
-    "avx512" not in _kernels.available_backends(), reason="the pair kernels are AVX-512"
+    "avx512" not in _dispatch.available_kernel_sets(), reason="the pair kernels are AVX-512"
 )
-
-STACK_EXACT = 23
 
 # x shape, w shape, attributes; each plans at least one exact stack
 CASES = {
@@ -29,14 +27,8 @@ CASES = {
 
 
 def _exact_stacks(x, w, params):
-    layer = ConvTranspose(**params)
-    geometry = layer._geometry_for(x.shape, w.shape)
-    group = params.get("group", 1)
-    acc = np.float64 if x.dtype == np.float64 else np.float32
-    _, row_block, panel = _kernels.backend_shape("avx512", acc == np.float64)
-    plan = _plan.gemm_plan(geometry, x.shape[0], x.shape[1] // group, w.shape[1], group,
-                           row_block, panel, np.dtype(acc).itemsize, pairs=True)
-    return int(plan.stacks[:, STACK_EXACT].sum())
+    _, plan = plan_of("avx512", x, w, **params)
+    return int(plan.stacks["exact"].sum())
 
 
 def _operands(name, dtype, with_bias=True):
@@ -57,9 +49,9 @@ def test_exact_stacks_match_reference(name, dtype):
 def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, monkeypatch):
     # whole grid rows still fit a tile, but tiles hold few rows, input channels
     # come in chunks of one or two, and row blocks split into groups
-    monkeypatch.setattr(_plan, "MAX_DEPTH", 8)
-    monkeypatch.setattr(_plan, "OPERAND_BYTES", 4 * 160)
-    monkeypatch.setattr(_plan, "PRODUCT_BYTES", 4 * 12 * 48)
+    monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)
+    monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 160)
+    monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 4 * 12 * 48)
     _plan.gemm_plan.cache_clear()
     try:
         x, w, b, params = _operands(name, dtype, with_bias=True)

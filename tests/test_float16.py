@@ -4,17 +4,10 @@ import numpy as np
 import pytest
 
 from _helpers import ENGINES, assert_matches_reference, run_engine
-from convt import _kernels
 
+# Every engine runs its family's conversions: F16C in the x86 families, the
+# scalar code in the portable family.
 ALL_HALVES = np.arange(2**16, dtype=np.uint16).view(np.float16)
-
-
-@pytest.fixture(autouse=True, params=["vector", "scalar"])
-def conversions(request):
-    """Run every test with the F16C conversions (where the CPU has them) and without."""
-    _kernels._use_f16c(request.param == "vector")
-    yield request.param
-    _kernels._use_f16c(True)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

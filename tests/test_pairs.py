@@ -4,11 +4,9 @@
 import numpy as np
 import pytest
 
-from convt import ConvTranspose, _kernels, _plan
+from convt import _dispatch, _plan
 
-from _helpers import ENGINES, assert_matches_reference, case_operands, run_engine
-
-STACK_PARTNER = 25
+from _helpers import ENGINES, assert_matches_reference, case_operands, plan_of, run_engine
 KERNEL_ENGINES = [engine for engine in ENGINES if engine.startswith("gemm-")
                   and engine != "gemm-blas"]
 
@@ -29,13 +27,8 @@ CASES = {
 
 
 def _pairs(x, w, params):
-    layer = ConvTranspose(**params)
-    geometry = layer._geometry_for(x.shape, w.shape)
-    group = params.get("group", 1)
-    _, row_block, panel = _kernels.backend_shape("portable", False)
-    plan = _plan.gemm_plan(geometry, x.shape[0], x.shape[1] // group, w.shape[1], group,
-                           row_block, panel, 4)
-    return int(np.sum(plan.stacks[:, STACK_PARTNER] >= 0))
+    _, plan = plan_of("portable", x, w, **params)
+    return int(np.sum(plan.stacks["partner"] >= 0))
 
 
 def _operands(name, dtype, with_bias=True):
@@ -54,9 +47,9 @@ def test_residue_pairs_match_reference(name, dtype, engine):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_residue_pairs_across_row_tiles_chunks_and_row_groups(name, monkeypatch):
-    monkeypatch.setattr(_plan, "MAX_DEPTH", 9)
-    monkeypatch.setattr(_plan, "OPERAND_BYTES", 4 * 120)
-    monkeypatch.setattr(_plan, "PRODUCT_BYTES", 4 * 6 * 48)
+    monkeypatch.setattr(_dispatch, "MAX_DEPTH", 9)
+    monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 120)
+    monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 4 * 6 * 48)
     _plan.gemm_plan.cache_clear()
     try:
         x, w, b, params = _operands(name, np.float32)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from _helpers import DTYPES, ENGINES, run_engine
-from convt import ConvTranspose, _blas, _kernels
+from convt import ConvTranspose, _blas, _dispatch, _kernels
 
 CASES = {
     "2d_k4s2": dict(x=(2, 32, 20, 24), w=(32, 16, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
@@ -58,21 +58,22 @@ def test_single_threaded_guard_is_reentrant():
     assert blas.num_threads() == before
 
 
-def test_preferred_backend_runs_here():
-    assert _kernels.preferred_backend() in _kernels.available_backends()
+def test_preferred_kernel_set_runs_here():
+    assert _dispatch.preferred_kernel_set() in _dispatch.available_kernel_sets()
 
 
-@pytest.mark.parametrize("backend", _kernels.available_backends() + ["no-such-kernel"])
+@pytest.mark.parametrize("backend", _dispatch.available_kernel_sets() + ["no-such-kernel"])
 def test_backend_override_by_environment(backend):
     import subprocess
     import sys
 
     code = (
         "import numpy as np\n"
-        "from convt import conv_transpose, _engine\n"
-        "y = conv_transpose(np.ones((1, 16, 3, 3), np.float32), np.ones((16, 8, 2, 2), np.float32),"
-        " strides=(2, 2))\n"
-        "print(_engine.default_backend(), float(y.sum()))\n"
+        "from convt import ConvTranspose, explain\n"
+        "layer = ConvTranspose(strides=(2, 2))\n"
+        "x, w = np.ones((1, 16, 3, 3), np.float32), np.ones((16, 8, 2, 2), np.float32)\n"
+        "y = layer.apply(x, w)\n"
+        "print(explain(layer, x.shape, w.shape, x.dtype).decision.kernel_set, float(y.sum()))\n"
     )
     env = dict(__import__("os").environ, CONVT_GEMM_BACKEND=backend)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
@@ -98,18 +99,21 @@ def test_default_threads_respect_omp_num_threads():
 
 
 @pytest.mark.skipif(
-    not {"avx2", "avx512"} <= set(_kernels.available_backends()), reason="needs AVX2 and AVX-512"
+    not {"avx2", "avx512"} <= set(_dispatch.available_kernel_sets()), reason="needs AVX2 and AVX-512"
 )
 def test_shallow_reductions_run_avx2_unless_avx512_is_requested(monkeypatch):
-    from convt import ConvTranspose, _engine
+    from convt import _engine
 
-    geometry = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))._geometry_for(
-        (1, 64, 8, 8), (64, 1, 4, 4)
-    )  # k4 s2: a stack of 4 taps per input channel
-    monkeypatch.delenv(_engine.BACKEND_VARIABLE, raising=False)
-    monkeypatch.setattr(_engine, "default_backend", lambda: "avx512")
-    assert _engine.backend_for(geometry, 1) == "avx2"       # depth 4
-    assert _engine.backend_for(geometry, 15) == "avx2"      # depth 60
-    assert _engine.backend_for(geometry, 16) == "avx512"    # depth 64
-    monkeypatch.setenv(_engine.BACKEND_VARIABLE, "avx512")
-    assert _engine.backend_for(geometry, 1) == "avx512"
+    def kernel_set(cg, environ):
+        x = np.empty((1, cg, 8, 8), np.float32)
+        w = np.empty((cg, 1, 4, 4), np.float32)  # k4 s2: a stack of 4 taps per input channel
+        layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+        geometry = layer._geometry_for(x.shape, w.shape)
+        problem = _engine.problem_of(x, w, np.empty((1, 1, 16, 16), np.float32), geometry, 1)
+        return _dispatch.decide(problem, engine="gemm", environ=environ).kernel_set
+
+    monkeypatch.setattr(_dispatch, "preferred_kernel_set", lambda: "avx512")
+    assert kernel_set(1, {}) == "avx2"       # depth 4
+    assert kernel_set(15, {}) == "avx2"      # depth 60
+    assert kernel_set(16, {}) == "avx512"    # depth 64
+    assert kernel_set(1, {_dispatch.KERNEL_SET_VARIABLE: "avx512"}) == "avx512"

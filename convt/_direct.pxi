@@ -1,0 +1,224 @@
+# Direct engine driver: one output row at a time, for problems of a few
+# multiply-adds per output (single-channel or depthwise, small kernels),
+# where a GEMM would degenerate.  Every (input channel, leading-axis tap) pair
+# whose input row exists is a source; sources are summed, in batches, into
+# each last-axis stride phase of the row by the kernel set's row kernel, then
+# the phases are written out (interleaved for stride 2).
+
+
+cdef struct Direct:
+    Problem problem
+    const Axis* axes
+    Operands ops
+    Storage storage
+    DirectLayout layout
+    const Py_ssize_t* tap_count        # [ndim][max_stride]
+    const Py_ssize_t* tap_kernel       # [ndim][max_stride][max_taps]
+    const Py_ssize_t* tap_offset       # [ndim][max_stride][max_taps]
+
+
+# One thread's scratch, carved from its workspace (see convt._plan.direct_plan).
+cdef struct DirectScratch:
+    void* rows                         # accumulation type: [stride][phase_length] phase sums
+    void* x_rows                       # [max_sources][in_size[-1]]: converted input rows
+    void* weights                      # [max_sources][max_taps]: one phase's weights
+    void** sources                     # [max_sources] input rows of the batch
+    Py_ssize_t* w_offsets              # [max_sources] their kernel rows in w
+    Py_ssize_t* out_index              # [ndim]
+    Py_ssize_t* tap                    # [ndim]
+
+
+cdef inline Py_ssize_t phase_count(const Axis* axis, Py_ssize_t residue) noexcept nogil:
+    """Outputs residue + t * stride of an axis."""
+    return (axis.out_size - residue + axis.stride - 1) // axis.stride
+
+
+cdef void flush_sources(const Direct* d, const DirectScratch* scratch, acc_t* rows,
+                        Py_ssize_t count, bint accumulate) noexcept nogil:
+    """Add the batch of ``count`` source rows to every last-axis phase of ``rows``
+    (scratch.rows)."""
+    cdef int last = d.problem.ndim - 1
+    cdef const Axis* axis = d.axes + last
+    cdef acc_t* weights = <acc_t*>scratch.weights
+    cdef const acc_t** sources = <const acc_t**>scratch.sources
+    cdef Py_ssize_t table, taps, residue, s, j
+    for residue in range(min(axis.stride, axis.out_size)):
+        table = (last * d.layout.max_stride + residue) * d.layout.max_taps
+        taps = d.tap_count[last * d.layout.max_stride + residue]
+        for s in range(count):
+            for j in range(taps):
+                weights[s * taps + j] = <acc_t>convt_load_double(
+                    d.ops.w, scratch.w_offsets[s] + d.tap_kernel[table + j] * d.ops.w_strides[2 + last],
+                    d.storage.type)
+        if acc_t is float:
+            d.storage.kernels.f32.row(count, sources, weights, taps, d.tap_offset + table,
+                                      axis.in_size, phase_count(axis, residue),
+                                      rows + residue * d.layout.phase_length, accumulate)
+        else:
+            d.storage.kernels.f64.row(count, sources, weights, taps, d.tap_offset + table,
+                                      axis.in_size, phase_count(axis, residue),
+                                      rows + residue * d.layout.phase_length, accumulate)
+
+
+cdef void store_row(const Direct* d, const acc_t* rows, Py_ssize_t y_offset,
+                    acc_t bias) noexcept nogil:
+    """y row = its last-axis phases + bias; stride 2 into a contiguous row of the
+    accumulation type interleaves the two phases with vector shuffles, anything
+    else stores each phase with its stride."""
+    cdef int last = d.problem.ndim - 1
+    cdef int storage = d.storage.type
+    cdef const Axis* axis = d.axes + last
+    cdef Py_ssize_t step = d.ops.y_strides[2 + last]
+    cdef Py_ssize_t residue, pairs = axis.out_size // 2
+    if d.layout.interleave and axis.stride == 2 and pairs > 0:
+        if acc_t is float:
+            d.storage.kernels.f32.interleave(<float*>element(d.ops.y, y_offset, storage), rows,
+                                             rows + d.layout.phase_length, pairs, bias)
+        else:
+            d.storage.kernels.f64.interleave(<double*>element(d.ops.y, y_offset, storage), rows,
+                                             rows + d.layout.phase_length, pairs, bias)
+        if axis.out_size % 2:
+            store_run(&d.storage, <char*>element(d.ops.y, y_offset + 2 * pairs * step, storage),
+                      1, rows + pairs, 1, bias)
+        return
+    for residue in range(min(axis.stride, axis.out_size)):
+        store_run(&d.storage, <char*>element(d.ops.y, y_offset + residue * step, storage),
+                  axis.stride * step, rows + residue * d.layout.phase_length,
+                  phase_count(axis, residue), bias)
+
+
+cdef bint add_source(const Direct* d, const DirectScratch* scratch, acc_t* x_rows,
+                     Py_ssize_t image, Py_ssize_t channel, Py_ssize_t m_local,
+                     Py_ssize_t batch) noexcept nogil:
+    """Make source ``batch`` the input row of (channel, current leading taps) of the
+    output row at scratch.out_index, converted into ``x_rows`` (scratch.x_rows) when
+    it is not a contiguous row of the accumulation type; False if that input row
+    does not exist."""
+    cdef int last = d.problem.ndim - 1
+    cdef int storage = d.storage.type
+    cdef Py_ssize_t x_offset = image * d.ops.x_strides[0] + channel * d.ops.x_strides[1]
+    cdef Py_ssize_t w_offset = channel * d.ops.w_strides[0] + m_local * d.ops.w_strides[1]
+    cdef Py_ssize_t residue, entry, index
+    cdef Py_ssize_t in_last = d.axes[last].in_size
+    cdef int a
+    for a in range(last):
+        residue = scratch.out_index[a] % d.axes[a].stride
+        entry = (a * d.layout.max_stride + residue) * d.layout.max_taps + scratch.tap[a]
+        index = scratch.out_index[a] // d.axes[a].stride + d.tap_offset[entry]
+        if index < 0 or index >= d.axes[a].in_size:
+            return False
+        x_offset = x_offset + index * d.ops.x_strides[2 + a]
+        w_offset = w_offset + d.tap_kernel[entry] * d.ops.w_strides[2 + a]
+    if is_accumulation(storage, x_rows) and d.ops.x_strides[2 + last] == 1:
+        scratch.sources[batch] = <void*>element(d.ops.x, x_offset, storage)
+    else:
+        load_run(&d.storage, x_rows + batch * in_last, element(d.ops.x, x_offset, storage),
+                 d.ops.x_strides[2 + last], in_last)
+        scratch.sources[batch] = <void*>(x_rows + batch * in_last)
+    scratch.w_offsets[batch] = w_offset
+    return True
+
+
+cdef bint next_taps(const Direct* d, const DirectScratch* scratch) noexcept nogil:
+    """Advance the odometer over leading-axis taps; False after the last combination."""
+    cdef Py_ssize_t residue
+    cdef int a
+    for a in range(d.problem.ndim - 2, -1, -1):
+        residue = scratch.out_index[a] % d.axes[a].stride
+        scratch.tap[a] = scratch.tap[a] + 1
+        if scratch.tap[a] < d.tap_count[a * d.layout.max_stride + residue]:
+            return True
+        scratch.tap[a] = 0
+    return False
+
+
+cdef void direct_row(const Direct* d, Py_ssize_t row, const DirectScratch* scratch,
+                     acc_t* rows) noexcept nogil:
+    """Compute one output row y[n, m, o_0, ..., o_{last-1}, :] (``rows``: scratch.rows)."""
+    cdef int ndim = d.problem.ndim
+    cdef int last = ndim - 1
+    cdef Py_ssize_t remaining = row
+    cdef Py_ssize_t mg = d.problem.mg
+    cdef Py_ssize_t image, m, group, c, y_offset, batch
+    cdef int a
+    cdef bint skip, flushed
+    for a in range(last - 1, -1, -1):
+        scratch.out_index[a] = remaining % d.axes[a].out_size
+        remaining = remaining // d.axes[a].out_size
+    m = remaining % d.problem.out_channels
+    image = remaining // d.problem.out_channels
+    group = m // mg
+    # an output row on a leading phase without taps gets the bias only
+    skip = False
+    for a in range(last):
+        if d.tap_count[a * d.layout.max_stride + scratch.out_index[a] % d.axes[a].stride] == 0:
+            skip = True
+        scratch.tap[a] = 0
+    batch = 0
+    flushed = False
+    for c in range(d.problem.cg if not skip else 0):
+        while True:
+            if add_source(d, scratch, <acc_t*>scratch.x_rows, image, group * d.problem.cg + c,
+                          m - group * mg, batch):
+                batch = batch + 1
+                if batch == d.layout.max_sources:
+                    flush_sources(d, scratch, rows, batch, flushed)
+                    flushed = True
+                    batch = 0
+            if not next_taps(d, scratch):
+                break
+    if batch or not flushed:
+        flush_sources(d, scratch, rows, batch, flushed)  # no sources at all: zeros
+    y_offset = image * d.ops.y_strides[0] + m * d.ops.y_strides[1]
+    for a in range(last):
+        y_offset = y_offset + scratch.out_index[a] * d.ops.y_strides[2 + a]
+    store_row(d, rows, y_offset, bias_of(&d.storage, d.ops.bias, m, rows))
+
+
+cdef void direct_row_in(const Direct* d, Py_ssize_t row, acc_t* floats,
+                        Py_ssize_t* ints) noexcept nogil:
+    """direct_row with one thread's workspace laid out as DirectScratch."""
+    cdef DirectScratch scratch
+    scratch.rows = floats
+    scratch.x_rows = floats + d.layout.x_rows
+    scratch.weights = floats + d.layout.weights
+    scratch.out_index = ints
+    scratch.tap = ints + d.problem.ndim
+    scratch.w_offsets = ints + 2 * d.problem.ndim
+    scratch.sources = <void**>(ints + 2 * d.problem.ndim + d.layout.max_sources)
+    direct_row(d, row, &scratch, floats)
+
+
+cdef void direct_engine(const Direct* d, acc_t* workspace, Py_ssize_t* ints,
+                        int num_threads) noexcept nogil:
+    cdef Py_ssize_t row
+    cdef int thread
+    for row in prange(d.layout.rows, num_threads=num_threads, schedule="static"):
+        thread = convt_thread_num()
+        direct_row_in(d, row, workspace + thread * d.layout.floats,
+                      ints + thread * d.layout.ints)
+
+
+def run_direct(arrays, problem, axes, plan, decision, workspace, scratch, int num_threads):
+    """Run the direct engine over every output row (plan: convt._plan.DirectPlan).
+
+    ``workspace`` is (threads, plan.layout.floats) of the accumulation type and
+    ``scratch`` (threads, plan.layout.ints) intp.
+    """
+    cdef Direct d
+    d.problem = (<const Problem*>data_of(problem))[0]
+    d.axes = <const Axis*>data_of(axes)
+    d.ops = operands_of(arrays)
+    d.storage = storage_for(decision, <int>d.problem.storage)
+    d.layout = (<const DirectLayout*>data_of(plan.layout))[0]
+    d.tap_count = <const Py_ssize_t*>data_of(plan.tap_count)
+    d.tap_kernel = <const Py_ssize_t*>data_of(plan.tap_kernel)
+    d.tap_offset = <const Py_ssize_t*>data_of(plan.tap_offset)
+    cdef Py_ssize_t* ints = <Py_ssize_t*>data_of(scratch)
+    cdef void* buffers = <void*>data_of(workspace)
+    if workspace.dtype.itemsize == 4:
+        with nogil:
+            direct_engine(&d, <float*>buffers, ints, num_threads)
+    else:
+        with nogil:
+            direct_engine(&d, <double*>buffers, ints, num_threads)

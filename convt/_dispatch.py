@@ -1,0 +1,348 @@
+"""The one dispatch point: how a resolved problem runs on this machine.
+
+:func:`decide` takes the problem (shapes, pads, group, dtype, operand
+layouts), the kernel families this CPU can run and the environment, and
+returns a :class:`Decision`: the engine, the kernel set, the GEMM blocking and
+every flag the compiled drivers obey.  Nothing downstream infers a capability;
+``convt.explain`` and ``python -m convt info`` print the decision with its
+reasons.
+
+Every threshold is a named constant below, with the reason for its value;
+``benchmarks/tune.py`` re-measures them on the machine at hand.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ._geometry import Geometry
+
+# --- engine choice -----------------------------------------------------------
+# The direct engine is chosen below this many multiply-adds per output position
+# and group (cg * mg * kernel size), where the GEMM's row blocks and depth are a
+# few elements.  Measured on 2 Zen 4 cores, interleaved: direct wins 1.05-1.7x
+# at 4-9 (1 channel k2s2 and k3s1, depthwise k2s2 and k3s1), the GEMM engine
+# wins 1.04-1.8x at 16 (depthwise k4s2, single channel k4s2) and 1.1-3.9x above.
+DIRECT_MAX_WORK = 16
+
+# --- kernel set choice -------------------------------------------------------
+# Below this reduction depth (input channels per group x taps of the deepest
+# stack) the AVX-512 kernels' register totals cost more than their wider FMAs
+# give: on 2 Zen 4 cores AVX2 was 5-6% faster at depths 4-32 (depthwise, 3-D
+# with 4 channels), AVX-512 0-15% faster from 64 up.
+AVX512_MIN_DEPTH = 64
+
+# --- GEMM blocking -----------------------------------------------------------
+# Per-thread buffers: the tile's input, read by every row block, sized to stay
+# in L2 (1-2 MiB per core on current x86 and Arm server cores); and the product
+# of one item, written once and read once by the scatter.  Both are bounded by
+# these constants whatever the volume.
+OPERAND_BYTES = 384 * 1024
+PRODUCT_BYTES = 1024 * 1024
+# Longest K chunk (tile rows x taps) before input channels are split: longer
+# chunks no longer fit the operand budget with useful tiles.
+MAX_DEPTH = 2048
+# Columns a tile is cut into when a single grid row exceeds the budget (BLAS,
+# whose panels are the tile).
+MIN_TILE = 16
+# Work items to aim for, so that threads finish together (dynamic schedule);
+# plans never depend on the thread count, so results do not either.
+MIN_WORK_ITEMS = 24
+# Fewest grid rows per tile when tiles are split for MIN_WORK_ITEMS: a tile
+# re-reads its taps' span of rows (one row for k4s2), at most 1/4 more.
+MIN_SPLIT_ROWS = 4
+# Row blocks an item needs before the first block's B panel is packed for the
+# others (sets with gemm_pack): B rows straddling cache lines cost ~10% per
+# block, the copy ~1 block's loads.
+PACK_MIN_BLOCKS = 4
+# Blocked summation: about 2 sqrt(depth) steps per block minimise float32
+# errors; these steps are cheap for the kernels' loop structure.
+SUM_BLOCK_SHALLOW = 32
+SUM_BLOCK_DEEP = 64
+SUM_BLOCK_SPLIT = 256  # depths above use SUM_BLOCK_DEEP
+
+# --- direct engine -----------------------------------------------------------
+# Source rows (input channel x leading-axis taps) summed per row-kernel call:
+# bounds the per-thread buffers whatever the channel count or kernel size.
+DIRECT_MAX_SOURCES = 16
+
+# --- threads -----------------------------------------------------------------
+# More OpenMP threads than this only add workspace, never speed.
+MAX_THREADS = 256
+
+KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
+
+# Flags of a kernel set (CONVT_SET_* in convt/src/kernel_set.h).
+SET_PACK = 1 << 0
+SET_HALF = 1 << 1
+SET_PAIRS = 1 << 2
+SET_MASKED_STORES = 1 << 3
+SET_FUSED = 1 << 4
+
+# Storage types (CONVT_F16 ... in convt/src/storage.h) by NumPy dtype name.
+STORAGE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
+NARROW = ("float16", "bfloat16")  # rounded once from float32
+
+
+def accumulation_dtype(dtype):
+    """float64 accumulates in float64, everything narrower in float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """One (family, accumulation type) record of the compiled registry."""
+
+    family: str
+    mr: int
+    nr: int
+    flags: int
+
+    def has(self, flag):
+        return bool(self.flags & flag)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A CPU family's kernel sets and whether this machine can run them."""
+
+    name: str
+    available: bool
+    f32: KernelSet
+    f64: KernelSet
+
+    def kernel_set(self, accumulation):
+        return self.f64 if np.dtype(accumulation) == np.float64 else self.f32
+
+
+@functools.cache
+def families():
+    """The compiled families, best last (convt/src/registry.c)."""
+    from . import _kernels
+
+    return tuple(
+        Family(
+            name=entry["name"],
+            available=entry["available"],
+            f32=KernelSet(entry["name"], *entry["f32"]),
+            f64=KernelSet(entry["name"], *entry["f64"]),
+        )
+        for entry in _kernels.families()
+    )
+
+
+def available_kernel_sets():
+    """Names of the kernel sets this machine can run, best last ('blas' is scipy's BLAS)."""
+    return ["blas"] + [family.name for family in families() if family.available]
+
+
+def preferred_kernel_set():
+    """The best family this CPU runs; scipy's BLAS where only the portable set exists."""
+    best = [family.name for family in families() if family.available][-1]
+    return "blas" if best == "portable" else best
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A resolved ConvTranspose call, as the dispatch point sees it."""
+
+    geometry: Geometry
+    batch: int
+    in_channels: int
+    out_channels: int
+    group: int
+    dtype: np.dtype
+    y_rows_contiguous: bool = True   # y's last axis has unit stride
+    x_spatially_contiguous: bool = True
+
+    @property
+    def cg(self):
+        return self.in_channels // self.group
+
+    @property
+    def mg(self):
+        return self.out_channels // self.group
+
+    @property
+    def accumulation(self):
+        return accumulation_dtype(self.dtype)
+
+    def multiply_adds(self):
+        """Multiply-adds of the textbook definition."""
+        return (self.batch * self.in_channels * self.mg * math.prod(self.geometry.input_shape)
+                * math.prod(self.geometry.kernel_shape))
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """What the GEMM planner needs of a decision (hashable: plans are cached on it)."""
+
+    mr: int                      # rows per micro-kernel block (0: BLAS, one block)
+    nr: int                      # positions per panel (0: BLAS, one panel per tile)
+    itemsize: int                # accumulation bytes
+    exact_stacks: bool
+    residue_pairs: bool
+    store_direct: bool           # exact stacks may store straight into y
+    rounds_once: bool            # narrow storage: straight stores need one K chunk
+    operand_bytes: int           # the tuning constants above, as decided
+    product_bytes: int
+    max_depth: int
+    min_tile: int
+    min_work_items: int
+    min_split_rows: int
+    sum_blocks: tuple[int, int, int]  # (shallow, deep, split depth)
+
+    def sum_block(self, depth):
+        """Steps per blocked sum for a reduction of ``depth``."""
+        shallow, deep, split = self.sum_blocks
+        return shallow if depth <= split else deep
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How one call runs: everything the planner and the drivers obey."""
+
+    engine: str                  # 'gemm' or 'direct'
+    kernel_set: str              # family name, or 'blas' (GEMM through scipy's BLAS)
+    storage: str                 # dtype name of x, w, b, y
+    accumulation: np.dtype
+    blocking: Blocking | None    # GEMM only
+    pack_min_blocks: int = 0     # 0: B panels are read in place
+    half_panels: bool = False
+    masked_stores: bool = False
+    input_is_tile: bool = False  # BLAS: x itself is a tile's operand for 1-tap stacks
+    reasons: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def row_family(self):
+        """The family whose row, store and conversion kernels serve the call."""
+        return "portable" if self.kernel_set == "blas" else self.kernel_set
+
+
+def _requested_kernel_set(environ):
+    requested = environ.get(KERNEL_SET_VARIABLE)
+    if not requested:
+        return None
+    available = available_kernel_sets()
+    if requested not in available:
+        raise ValueError(
+            f"{KERNEL_SET_VARIABLE}={requested!r} cannot be used here; this machine can run "
+            f"{', '.join(repr(name) for name in available)}."
+        )
+    return requested
+
+
+def _family(name):
+    for family in families():
+        if family.name == name:
+            return family
+    raise ValueError(f"no kernel family named {name!r}")
+
+
+def choose_engine(problem):
+    """'direct' when a GEMM would be a few multiply-adds per position, else 'gemm'."""
+    work = problem.cg * problem.mg * math.prod(problem.geometry.kernel_shape)
+    if work < DIRECT_MAX_WORK:
+        return "direct", f"{work} multiply-adds per output and group < DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
+    return "gemm", f"{work} multiply-adds per output and group >= DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
+
+
+def _choose_kernel_set(problem, engine, forced, environ):
+    if forced:
+        if forced not in available_kernel_sets():
+            raise ValueError(f"kernel set {forced!r} cannot run on this machine")
+        return forced, f"kernel set {forced!r} forced by the caller"
+    requested = _requested_kernel_set(environ)
+    if requested:
+        return requested, f"{KERNEL_SET_VARIABLE}={requested}"
+    best = preferred_kernel_set()
+    if engine == "direct":
+        return best, "the best family this CPU runs"
+    if best == "avx512" and "avx2" in available_kernel_sets():
+        from ._plan import max_stack_taps
+
+        depth = problem.cg * max_stack_taps(problem.geometry)
+        if depth < AVX512_MIN_DEPTH:
+            return "avx2", f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH}"
+    if best == "blas":
+        return best, "no SIMD kernel family for this CPU: scipy's BLAS multiplies"
+    return best, "the best family this CPU runs"
+
+
+def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
+    """The :class:`Decision` for ``problem`` on this machine.
+
+    ``engine`` ('gemm', 'direct') and ``kernel_set`` (a family name or 'blas')
+    force a path, as tests do to cover each; ``environ`` defaults to
+    ``os.environ`` (CONVT_GEMM_BACKEND names a kernel set); ``overrides``
+    replace Decision fields (tests turn masked stores off, for example).
+    """
+    environ = os.environ if environ is None else environ
+    reasons = []
+    if engine is None:
+        engine, why = choose_engine(problem)
+    else:
+        why = "engine forced by the caller"
+    reasons.append(f"engine {engine}: {why}")
+    name, why = _choose_kernel_set(problem, engine, kernel_set, environ)
+    if engine == "direct" and name == "blas":
+        name, why = "portable", why + " (the direct engine runs the portable rows instead of BLAS)"
+    reasons.append(f"kernel set {name}: {why}")
+    accumulation = problem.accumulation
+    storage = problem.dtype.name
+    kernels = _family("portable" if name == "blas" else name).kernel_set(accumulation)
+    masked = kernels.has(SET_MASKED_STORES)
+    if engine == "direct":
+        decision = Decision("direct", name, storage, accumulation, None,
+                            masked_stores=masked, reasons=tuple(reasons))
+        return replace(decision, **overrides)
+    blas = name == "blas"
+    pairs = not blas and kernels.has(SET_PAIRS)
+    blocking = Blocking(
+        mr=0 if blas else kernels.mr,
+        nr=0 if blas else kernels.nr,
+        itemsize=accumulation.itemsize,
+        exact_stacks=pairs,
+        residue_pairs=not blas,
+        store_direct=pairs and problem.y_rows_contiguous,
+        rounds_once=storage in NARROW,
+        operand_bytes=OPERAND_BYTES,
+        product_bytes=PRODUCT_BYTES,
+        max_depth=MAX_DEPTH,
+        min_tile=MIN_TILE,
+        min_work_items=MIN_WORK_ITEMS,
+        min_split_rows=MIN_SPLIT_ROWS,
+        sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT),
+    )
+    if pairs:
+        reasons.append("exact stacks: the set has pair kernels"
+                       + ("" if problem.y_rows_contiguous else
+                          "; y's rows are strided, so they go through the product buffer"))
+    decision = Decision(
+        engine="gemm",
+        kernel_set=name,
+        storage=storage,
+        accumulation=accumulation,
+        blocking=blocking,
+        pack_min_blocks=PACK_MIN_BLOCKS if kernels.has(SET_PACK) and not blas else 0,
+        half_panels=kernels.has(SET_HALF) and not blas,
+        masked_stores=masked,
+        input_is_tile=(blas and problem.dtype == accumulation
+                       and problem.x_spatially_contiguous),
+        reasons=tuple(reasons),
+    )
+    return replace(decision, **overrides)
+
+
+def resolve_threads(num_threads, work_items):
+    """Threads to use: all the process may use by default, never more than the work."""
+    if num_threads is None:
+        from . import _kernels
+
+        num_threads = _kernels.max_threads()
+    return max(1, min(num_threads, work_items, MAX_THREADS))

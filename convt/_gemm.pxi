@@ -1,0 +1,760 @@
+# GEMM engine driver.
+#
+# A work item is one tile of one stack for one image and group (see
+# convt/_plan.py): for each K chunk of input channels it copies the tile's
+# input once into a zero-padded buffer, runs the kernel set's micro-kernels on
+# it against the packed weights (tap j of product column q is
+# buffer[q + offsets[j]]: no im2col), then writes the product rows to their
+# output positions.  Exact stacks' pair kernels may store into y themselves.
+# The BLAS path gathers an im2col operand instead and calls scipy's GEMM.
+
+
+cdef enum:
+    VARIANT_PLAIN = 0        # gemm[rows - 1]
+    VARIANT_PACK = 1         # gemm_pack[rows - 1]: also copies B for the next blocks
+    VARIANT_HALF = 2         # half[rows - 1]: a last panel of <= NR / 2 positions
+
+
+cdef struct Gemm:
+    Problem problem
+    const Axis* axes
+    Operands ops
+    Storage storage
+    GemmLayout layout
+    const GemmStack* stacks
+    const StackAxis* stack_axes        # [stack][axis]
+    const Py_ssize_t* tap_offsets      # [tap row][axis]
+    const Py_ssize_t* buffer_offsets
+    const PhaseAxis* phases            # [stacked phase][axis]
+    const WorkItem* items
+    const Py_ssize_t* block_starts
+    const Py_ssize_t* panel_offsets
+
+
+# The scalar arguments of one micro-kernel call.
+cdef struct Panel:
+    Py_ssize_t depth                   # K rows of this chunk
+    Py_ssize_t k_begin                 # its first K row (a column of the packed weights)
+    Py_ssize_t block                   # blocked-summation steps
+    const Py_ssize_t* offsets          # B row offsets
+    Py_ssize_t sibling                 # pair kernels: the odd rows' B and C shift
+    Py_ssize_t ldc                     # C (or y) row stride
+    bint accumulate
+
+
+cdef struct TileSpan:
+    Py_ssize_t y                       # first grid coordinate on axis ndim - 2 (0 in 1-D)
+    Py_ssize_t rows
+    Py_ssize_t x                       # first grid coordinate on the last axis
+    Py_ssize_t cols
+    Py_ssize_t first_block             # row blocks [first_block, end_block) of this item
+    Py_ssize_t end_block
+    Py_ssize_t first_row               # their rows [first_row, end_row)
+    Py_ssize_t end_row
+
+
+cdef inline Py_ssize_t block_start(const Gemm* g, const GemmStack* stack,
+                                   Py_ssize_t block) noexcept nogil:
+    """First row of a row block (block == blocks: the stack's rows); blocks never
+    straddle a leading phase in exact stacks (see convt._plan)."""
+    return g.block_starts[stack.block_start + block]
+
+
+cdef inline Py_ssize_t row_phase(Py_ssize_t row, Py_ssize_t mg, Py_ssize_t siblings,
+                                 Py_ssize_t* m) noexcept nogil:
+    """Rows are ordered (leading-axis phase, output channel, last-axis phase), so the
+    stride phases of one output row are adjacent.  Return the stacked phase index
+    of ``row`` (C order over axes) and set ``m`` to its output channel."""
+    cdef Py_ssize_t rest = row // siblings
+    m[0] = rest % mg
+    return (rest // mg) * siblings + row % siblings
+
+
+# scipy's BLAS, bound on first use (importing scipy costs 0.4-1.5 s; only the
+# BLAS kernel set needs it).
+ctypedef void (*sgemm_t)(char*, char*, int*, int*, int*, float*, float*, int*, float*, int*,
+                         float*, float*, int*) noexcept nogil
+ctypedef void (*dgemm_t)(char*, char*, int*, int*, int*, double*, double*, int*, double*,
+                         int*, double*, double*, int*) noexcept nogil
+cdef sgemm_t blas_sgemm = NULL
+cdef dgemm_t blas_dgemm = NULL
+
+
+cdef void bind_blas() except *:
+    global blas_sgemm, blas_dgemm
+    if blas_sgemm != NULL:
+        return
+    from scipy.linalg import cython_blas
+
+    capsules = cython_blas.__pyx_capi__
+    blas_dgemm = <dgemm_t>PyCapsule_GetPointer(capsules["dgemm"],
+                                               PyCapsule_GetName(capsules["dgemm"]))
+    blas_sgemm = <sgemm_t>PyCapsule_GetPointer(capsules["sgemm"],
+                                               PyCapsule_GetName(capsules["sgemm"]))
+
+
+cdef inline void blas_gemm(int m, int n, int k, acc_t* a, int lda, acc_t* b,
+                           int ldb, acc_t beta, acc_t* c, int ldc) noexcept nogil:
+    """Column-major C = A B^T + beta C (row-major callers pass operands swapped)."""
+    cdef char no_trans = b'N'
+    cdef char trans = b'T'
+    cdef acc_t one = 1
+    if acc_t is float:
+        blas_sgemm(&no_trans, &trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
+    else:
+        blas_dgemm(&no_trans, &trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
+
+
+cdef TileSpan decode_tile(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                          Py_ssize_t index, Py_ssize_t* lead) noexcept nogil:
+    """Work item ``index`` of a stack: its tile's grid rows and columns, its group of
+    product rows, and in ``lead`` the grid coordinates of its leading axes (all
+    axes before the last two)."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t row_group = index % stack.row_groups
+    index = index // stack.row_groups
+    cdef Py_ssize_t column_tile = index % stack.col_tiles
+    cdef Py_ssize_t rest = index // stack.col_tiles
+    cdef Py_ssize_t row_tile = rest % stack.row_tiles
+    cdef Py_ssize_t plane = rest // stack.row_tiles
+    cdef TileSpan tile
+    cdef int a
+    tile.first_block = row_group * stack.group_blocks
+    tile.end_block = min(stack.blocks, tile.first_block + stack.group_blocks)
+    tile.first_row = block_start(g, stack, tile.first_block)
+    tile.end_row = block_start(g, stack, tile.end_block)
+    tile.x = axes[last].first + column_tile * stack.tile_cols
+    tile.cols = min(stack.tile_cols, axes[last].extent - column_tile * stack.tile_cols)
+    if last >= 1:
+        tile.y = axes[last - 1].first + row_tile * stack.tile_rows
+        tile.rows = min(stack.tile_rows, axes[last - 1].extent - row_tile * stack.tile_rows)
+    else:
+        tile.y = 0
+        tile.rows = 1
+    for a in range(last - 2, -1, -1):
+        lead[a] = axes[a].first + plane % axes[a].extent
+        plane = plane // axes[a].extent
+    return tile
+
+
+cdef inline void zero_run(acc_t* dst, Py_ssize_t count) noexcept nogil:
+    """dst[:count] = 0; halos are a few elements, where a loop beats a memset call."""
+    cdef Py_ssize_t i
+    if count > 32:
+        memset(dst, 0, count * sizeof(acc_t))
+    else:
+        for i in range(count):
+            dst[i] = 0
+
+
+cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_t origin,
+                          const char* x_row) noexcept nogil:
+    """dst[i] = x_row[origin + i] where that index is inside the last input axis,
+    else 0 (x_row: the row's index 0)."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t size = g.axes[last].in_size
+    cdef Py_ssize_t step = g.ops.x_strides[2 + last]
+    cdef Py_ssize_t lo = min(max(0, -origin), count)
+    cdef Py_ssize_t hi = max(lo, min(count, size - origin))
+    zero_run(dst, lo)
+    if hi > lo:
+        load_run(&g.storage, dst + lo, element(x_row, (origin + lo) * step, g.storage.type),
+                 step, hi - lo)
+    zero_run(dst + hi, count - hi)
+
+
+cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                      const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                      const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
+    """Copy the input a tile reads, once, into a zero-padded buffer.
+
+    Buffer axes: each leading axis spans its taps (span + 1 planes), axis
+    ndim - 2 the tile's rows and their taps (buffer_rows), the last axis a row
+    of row_stride (columns plus taps); then per input channel.  Tap j of
+    product column q is buffer[q + buffer_offsets[j]].
+    """
+    cdef int last = g.problem.ndim - 1
+    cdef int storage = g.storage.type
+    cdef Py_ssize_t row_stride = stack.row_stride
+    cdef Py_ssize_t plane_size = stack.buffer_rows * row_stride
+    cdef Py_ssize_t x_origin = tile.x - axes[last].span
+    cdef Py_ssize_t y_origin = tile.y - (axes[last - 1].span if last >= 1 else 0)
+    cdef Py_ssize_t channel, plane, rest, index, x_offset, r, row_index
+    cdef int a
+    cdef bint inside
+    cdef acc_t* dst
+    for channel in range(c_begin, c_end):
+        for plane in range(stack.buffer_planes):
+            dst = buffer + (channel - c_begin) * stack.buffer_channel + plane * plane_size
+            x_offset = channel * g.ops.x_strides[1]
+            inside = True
+            rest = plane
+            for a in range(last - 2, -1, -1):
+                index = lead[a] - axes[a].span + rest % (axes[a].span + 1)
+                rest = rest // (axes[a].span + 1)
+                if index < 0 or index >= g.axes[a].in_size:
+                    inside = False
+                    break
+                x_offset = x_offset + index * g.ops.x_strides[2 + a]
+            if not inside:
+                memset(dst, 0, plane_size * sizeof(acc_t))
+                continue
+            for r in range(stack.buffer_rows):
+                row_index = y_origin + r
+                if last >= 1 and (row_index < 0 or row_index >= g.axes[last - 1].in_size):
+                    memset(dst + r * row_stride, 0, row_stride * sizeof(acc_t))
+                    continue
+                fill_run(g, dst + r * row_stride, row_stride, x_origin,
+                         element(x_image, x_offset + (row_index * g.ops.x_strides[1 + last]
+                                                      if last >= 1 else 0), storage))
+    # the last panel of the last channel may read up to one panel past the data
+    memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+
+
+cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,
+                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t* lead, TileSpan tile,
+                      acc_t* operand) noexcept nogil:
+    """The BLAS operand of a tile: im2col rows of `columns` positions,
+    operand[(c, j), r * row_stride + q] = x[c, lead, tile.y + r, tile.x + q + offset(j)].
+    (lead[ndim - 2] is used as scratch.)"""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const Py_ssize_t* offsets = g.tap_offsets + stack.tap_start * ndim
+    cdef Py_ssize_t channel, j, index, x_offset, r
+    cdef int a
+    cdef bint inside
+    cdef acc_t* dst
+    for r in range(tile.rows):
+        if last >= 1:
+            lead[last - 1] = tile.y + r
+        for channel in range(c_begin, c_end):
+            for j in range(stack.taps):
+                dst = operand + ((channel - c_begin) * stack.taps + j) * stack.columns \
+                    + r * stack.row_stride
+                x_offset = channel * g.ops.x_strides[1]
+                inside = True
+                for a in range(last):
+                    index = lead[a] + offsets[j * ndim + a]
+                    if index < 0 or index >= g.axes[a].in_size:
+                        inside = False
+                        break
+                    x_offset = x_offset + index * g.ops.x_strides[2 + a]
+                if inside:
+                    fill_run(g, dst, tile.cols, tile.x + offsets[j * ndim + last],
+                             element(x_image, x_offset, g.storage.type))
+                else:
+                    memset(dst, 0, tile.cols * sizeof(acc_t))
+
+
+cdef bint output_base(const Gemm* g, const PhaseAxis* phase, const WorkItem* item,
+                      Py_ssize_t channel, const Py_ssize_t* lead, Py_ssize_t* base) noexcept nogil:
+    """Offset in y of (image, channel) and of the phase's leading-axis outputs at
+    ``lead``; False if a leading coordinate is outside the phase's outputs."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t t
+    cdef int a
+    base[0] = item.image * g.ops.y_strides[0] + channel * g.ops.y_strides[1]
+    for a in range(last - 1):
+        t = lead[a] - phase[a].shift
+        if t < 0 or t >= phase[a].count:
+            return False
+        base[0] = base[0] + (phase[a].residue + t * g.axes[a].stride) * g.ops.y_strides[2 + a]
+    return True
+
+
+cdef bint row_offset(const Gemm* g, const PhaseAxis* phase, Py_ssize_t grid_row,
+                     Py_ssize_t* offset) noexcept nogil:
+    """Add the phase's output row on axis ndim - 2 for a grid row (nothing in 1-D);
+    False if that grid row has no output in this phase."""
+    cdef int a = g.problem.ndim - 2
+    cdef Py_ssize_t t
+    if a >= 0:
+        t = grid_row - phase[a].shift
+        if t < 0 or t >= phase[a].count:
+            return False
+        offset[0] = offset[0] + (phase[a].residue + t * g.axes[a].stride) * g.ops.y_strides[2 + a]
+    return True
+
+
+cdef inline Py_ssize_t phase_t_begin(const PhaseAxis* phase, int last, TileSpan tile) noexcept nogil:
+    return max(tile.x, phase[last].shift) - phase[last].shift
+
+
+cdef inline Py_ssize_t phase_t_end(const PhaseAxis* phase, int last, TileSpan tile) noexcept nogil:
+    return min(tile.x + tile.cols, phase[last].shift + phase[last].count) - phase[last].shift
+
+
+cdef void scatter_row(const Gemm* g, const PhaseAxis* phase, const WorkItem* item,
+                      Py_ssize_t channel, const Py_ssize_t* lead, TileSpan tile,
+                      const acc_t* source, Py_ssize_t row_stride, Py_ssize_t t_begin,
+                      Py_ssize_t t_end) noexcept nogil:
+    """Store one product row (one phase, one channel): outputs residue + t * stride
+    of the last axis for t in [t_begin, t_end), every grid row of the tile."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t base, offset, r
+    cdef acc_t bias
+    if t_end <= t_begin or not output_base(g, phase, item, channel, lead, &base):
+        return
+    bias = bias_of(&g.storage, g.ops.bias, channel, source)
+    base = base + (phase[last].residue + t_begin * g.axes[last].stride) * step
+    source = source + (t_begin + phase[last].shift - tile.x)
+    for r in range(tile.rows):
+        offset = base
+        if row_offset(g, phase, tile.y + r, &offset):
+            store_run(&g.storage, <char*>element(g.ops.y, offset, g.storage.type),
+                      g.axes[last].stride * step, source + r * row_stride, t_end - t_begin,
+                      bias)
+
+
+cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows,
+                            Py_ssize_t stride, Py_ssize_t count, acc_t bias) noexcept nogil:
+    """y[offset + (t * stride + q) * step] = rows[q][t] + bias, for t < count and q < stride:
+    the residues of one output row, written front to back (stride 2: whole vectors)."""
+    cdef int storage = g.storage.type
+    cdef Py_ssize_t step = g.ops.y_strides[1 + g.problem.ndim]
+    cdef Py_ssize_t done, chunk, t, q
+    cdef acc_t merged[64]
+    if stride == 2 and step == 1 and is_accumulation(storage, rows[0]):
+        if acc_t is float:
+            g.storage.kernels.f32.interleave(<float*>element(g.ops.y, offset, storage),
+                                             rows[0], rows[1], count, bias)
+        else:
+            g.storage.kernels.f64.interleave(<double*>element(g.ops.y, offset, storage),
+                                             rows[0], rows[1], count, bias)
+        return
+    # interleave a chunk of whole output groups, then store it as one run
+    done = 0
+    while done < count:
+        chunk = min(count - done, 64 // stride)
+        for t in range(chunk):
+            for q in range(stride):
+                merged[t * stride + q] = rows[q][done + t]
+        store_run(&g.storage, <char*>element(g.ops.y, offset + done * stride * step, storage),
+                  step, merged, chunk * stride, bias)
+        done = done + chunk
+
+
+cdef void scatter_siblings(const Gemm* g, const GemmStack* stack, const PhaseAxis* first,
+                           const WorkItem* item, Py_ssize_t channel, const Py_ssize_t* lead,
+                           TileSpan tile, const acc_t* source,
+                           Py_ssize_t product_stride) noexcept nogil:
+    """Store the rows of every residue of the last axis together, so each output row
+    is written front to back once (stride 2: whole vectors) instead of by one
+    strided pass per residue.  Outputs not shared by all residues (the edges) go
+    through scatter_row."""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef Py_ssize_t stride = g.axes[last].stride
+    cdef Py_ssize_t row_stride = stack.row_stride
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t t_begin = 0
+    cdef Py_ssize_t t_end = tile.x + tile.cols  # any upper bound
+    cdef Py_ssize_t q, r, base, offset, count
+    cdef const PhaseAxis* phase
+    cdef const acc_t* rows[16]
+    cdef const acc_t* at[16]
+    cdef acc_t bias = bias_of(&g.storage, g.ops.bias, channel, source)
+    for q in range(stride):
+        phase = first + q * ndim
+        t_begin = max(t_begin, phase_t_begin(phase, last, tile))
+        t_end = min(t_end, phase_t_end(phase, last, tile))
+    for q in range(stride):
+        phase = first + q * ndim
+        # this residue's outputs outside the shared range
+        scatter_row(g, phase, item, channel, lead, tile, source + q * product_stride,
+                    row_stride, phase_t_begin(phase, last, tile),
+                    min(t_begin, phase_t_end(phase, last, tile)))
+        scatter_row(g, phase, item, channel, lead, tile, source + q * product_stride,
+                    row_stride, max(t_end, phase_t_begin(phase, last, tile)),
+                    phase_t_end(phase, last, tile))
+        rows[q] = source + q * product_stride + (t_begin + phase[last].shift - tile.x)
+    count = t_end - t_begin
+    if count <= 0 or not output_base(g, first, item, channel, lead, &base):
+        return
+    base = base + stride * t_begin * step   # residues are 0 .. stride - 1, in row order
+    for r in range(tile.rows):
+        offset = base
+        if not row_offset(g, first, tile.y + r, &offset):
+            continue
+        for q in range(stride):
+            at[q] = rows[q] + r * row_stride
+        store_interleaved(g, offset, at, stride, count, bias)
+
+
+cdef void scatter_pair(const Gemm* g, const GemmStack* stack, const GemmStack* other,
+                       const WorkItem* item, const Py_ssize_t* lead, TileSpan tile,
+                       TileSpan other_tile, const acc_t* product,
+                       const acc_t* other_product) noexcept nogil:
+    """Write the products of a residue pair (see convt._plan._residue_pairs): the
+    outputs both residues have in a row are interleaved, as scatter_siblings does
+    for stacked residues; the others go through scatter_row."""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const PhaseAxis* even_phases = g.phases + stack.phase_start * ndim
+    cdef const PhaseAxis* odd_phases = g.phases + other.phase_start * ndim
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t row, rho, m, channel, base, offset, r
+    cdef Py_ssize_t even_begin, even_end, odd_begin, odd_end, t_begin, t_end
+    cdef const PhaseAxis* even
+    cdef const PhaseAxis* odd
+    cdef const acc_t* even_rows
+    cdef const acc_t* odd_rows
+    cdef const acc_t* at[2]
+    cdef acc_t bias
+    for row in range(tile.first_row, tile.end_row):
+        rho = row_phase(row, g.problem.mg, 1, &m)
+        even = even_phases + rho * ndim
+        odd = odd_phases + rho * ndim
+        channel = item.group * g.problem.mg + m
+        even_rows = product + (row - tile.first_row) * stack.columns
+        odd_rows = other_product + (row - tile.first_row) * other.columns
+        even_begin = phase_t_begin(even, last, tile)
+        even_end = phase_t_end(even, last, tile)
+        odd_begin = phase_t_begin(odd, last, other_tile)
+        odd_end = phase_t_end(odd, last, other_tile)
+        t_begin = max(even_begin, odd_begin)
+        t_end = max(t_begin, min(even_end, odd_end))
+        # outputs of one residue only (the ends of rows)
+        scatter_row(g, even, item, channel, lead, tile, even_rows, stack.row_stride, even_begin,
+                    min(t_begin, even_end))
+        scatter_row(g, even, item, channel, lead, tile, even_rows, stack.row_stride,
+                    max(t_end, even_begin), even_end)
+        scatter_row(g, odd, item, channel, lead, other_tile, odd_rows, other.row_stride,
+                    odd_begin, min(t_begin, odd_end))
+        scatter_row(g, odd, item, channel, lead, other_tile, odd_rows, other.row_stride,
+                    max(t_end, odd_begin), odd_end)
+        if t_end == t_begin or not output_base(g, even, item, channel, lead, &base):
+            continue
+        bias = bias_of(&g.storage, g.ops.bias, channel, even_rows)
+        base = base + 2 * t_begin * step   # residue 0, then 1
+        for r in range(tile.rows):
+            offset = base
+            if not row_offset(g, even, tile.y + r, &offset):
+                continue
+            at[0] = even_rows + r * stack.row_stride + (t_begin + even[last].shift - tile.x)
+            at[1] = odd_rows + r * other.row_stride + (t_begin + odd[last].shift - other_tile.x)
+            store_interleaved(g, offset, at, 2, t_end - t_begin, bias)
+
+
+cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                       const Py_ssize_t* lead, TileSpan tile, const acc_t* product) noexcept nogil:
+    """Write the item's product rows to their output positions.
+
+    Product column ``r * row_stride + (u - tile.x)`` holds grid position
+    (lead, tile.y + r, u); position u is output ``residue + (u - shift) * stride``
+    of a phase when ``0 <= u - shift < count``.
+    """
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const PhaseAxis* phases = g.phases + stack.phase_start * ndim
+    cdef const PhaseAxis* phase
+    cdef Py_ssize_t siblings = stack.siblings
+    cdef Py_ssize_t row = tile.first_row
+    cdef Py_ssize_t rho, m
+    cdef const acc_t* source
+    while row < tile.end_row:
+        rho = row_phase(row, g.problem.mg, siblings, &m)
+        phase = phases + rho * ndim
+        source = product + (row - tile.first_row) * stack.columns
+        if stack.interleave and row % siblings == 0 and row + siblings <= tile.end_row:
+            scatter_siblings(g, stack, phase, item, item.group * g.problem.mg + m, lead, tile,
+                             source, stack.columns)
+            row = row + siblings
+        else:
+            scatter_row(g, phase, item, item.group * g.problem.mg + m, lead, tile, source,
+                        stack.row_stride, phase_t_begin(phase, last, tile),
+                        phase_t_end(phase, last, tile))
+            row = row + 1
+
+
+cdef inline void micro_kernel(const Gemm* g, int variant, Py_ssize_t rows, const Panel* p,
+                              const acc_t* a, const acc_t* b, acc_t* c,
+                              acc_t* pack_to) noexcept nogil:
+    """One call of the set's gemm, gemm_pack or half kernel for ``rows`` rows."""
+    cdef const convt_kernels_f32* k32 = g.storage.kernels.f32
+    cdef const convt_kernels_f64* k64 = g.storage.kernels.f64
+    if acc_t is float:
+        if variant == VARIANT_HALF:
+            k32.half[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate, pack_to)
+        elif variant == VARIANT_PACK:
+            k32.gemm_pack[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate,
+                                    pack_to)
+        else:
+            k32.gemm[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate, pack_to)
+    else:
+        if variant == VARIANT_HALF:
+            k64.half[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate, pack_to)
+        elif variant == VARIANT_PACK:
+            k64.gemm_pack[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate,
+                                    pack_to)
+        else:
+            k64.gemm[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate, pack_to)
+
+
+cdef inline void pair_kernel(const Gemm* g, bint half, Py_ssize_t rows, const Panel* p,
+                             const acc_t* a, const acc_t* b, acc_t* c) noexcept nogil:
+    """One pair-kernel call into the product."""
+    if acc_t is float:
+        g.storage.kernels.f32.pair[half][rows // 2 - 1](p.depth, p.block, a, b, p.offsets,
+                                                        p.sibling, c, p.ldc, p.accumulate)
+    else:
+        g.storage.kernels.f64.pair[half][rows // 2 - 1](p.depth, p.block, a, b, p.offsets,
+                                                        p.sibling, c, p.ldc, p.accumulate)
+
+
+cdef inline void store_kernel(const Gemm* g, bint half, Py_ssize_t rows, const Panel* p,
+                              const acc_t* a, const acc_t* b, char* y,
+                              const acc_t* bias) noexcept nogil:
+    """One storing pair-kernel call into y, of y's storage type."""
+    cdef int storage = g.storage.type
+    if acc_t is float:
+        g.storage.kernels.f32.pair_store[storage][half][rows // 2 - 1](
+            p.depth, p.block, a, b, p.offsets, p.sibling, y, p.ldc, p.accumulate, bias)
+    else:
+        g.storage.kernels.f64.pair_store[storage][half][rows // 2 - 1](
+            p.depth, p.block, a, b, p.offsets, p.sibling, y, p.ldc, p.accumulate, bias)
+
+
+cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call,
+                        const acc_t* weights, const acc_t* operand, TileSpan tile,
+                        acc_t* product, acc_t* panel_buffer) noexcept nogil:
+    """product[item rows, :used] (+)= weights[item rows, this K chunk] @ operand.
+
+    ``weights`` are the group's, packed by row block: [block][depth][rows of the
+    block], so a block of ``width`` rows starting at ``row`` reads its chunk at
+    ``weights + row * depth + call.k_begin * width``.  With enough row blocks to share it,
+    the first block's kernel also copies the panel's B rows into contiguous
+    aligned rows that the other blocks read (sets with gemm_pack).
+    """
+    cdef Py_ssize_t depth = g.problem.cg * stack.taps
+    cdef Py_ssize_t panel = stack.panel
+    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t panels = (used + panel - 1) // panel
+    cdef bint pack = (g.layout.pack_min_blocks > 0
+                      and tile.end_block - tile.first_block >= g.layout.pack_min_blocks)
+    cdef Py_ssize_t block, row, p, width
+    cdef int variant
+    cdef bint half
+    cdef Panel packed_call = call[0]
+    cdef const Panel* current
+    cdef const acc_t* b
+    cdef acc_t* pack_to
+    packed_call.offsets = g.panel_offsets
+    if tile.end_block - tile.first_block == 1:
+        # one block (few rows, shallow reductions): thousands of short calls per tile
+        row = block_start(g, stack, tile.first_block)
+        width = block_start(g, stack, tile.first_block + 1) - row
+        half = g.layout.half_panels and 2 * (used - (panels - 1) * panel) <= panel
+        for p in range(panels):
+            micro_kernel(g, VARIANT_HALF if half and p == panels - 1 else VARIANT_PLAIN, width,
+                         call, weights + row * depth + call.k_begin * width, operand + p * panel,
+                         product + (row - tile.first_row) * call.ldc + p * panel, NULL)
+        return
+    for p in range(panels):
+        b = operand + p * panel
+        current = call
+        # a last panel of at most NR / 2 positions: the half-width kernels
+        half = g.layout.half_panels and 2 * (used - p * panel) <= panel
+        pack_to = panel_buffer if pack and not half else NULL
+        for block in range(tile.first_block, tile.end_block):
+            row = block_start(g, stack, block)
+            width = block_start(g, stack, block + 1) - row
+            variant = VARIANT_HALF if half else (VARIANT_PACK if pack_to != NULL else VARIANT_PLAIN)
+            micro_kernel(g, variant, width, current, weights + row * depth + call.k_begin * width, b,
+                         product + (row - tile.first_row) * call.ldc + p * panel, pack_to)
+            if pack_to != NULL:
+                # the remaining blocks read the packed copy
+                b = panel_buffer
+                current = &packed_call
+                pack_to = NULL
+
+
+cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                         const Py_ssize_t* lead, TileSpan tile, const Panel* call,
+                         const acc_t* weights, const acc_t* operand,
+                         acc_t* product) noexcept nogil:
+    """multiply_tile for an exact stack (see convt._plan._exact_pairs).
+
+    Each block is whole pairs of last-axis phases of one leading phase; for each
+    grid row the block has outputs on, its panels cover the pair's positions
+    t = 0 .. count - 1 exactly: the even phase at grid position t + shift, the
+    odd one a `sibling` further.  Stacks with store_direct have their pair
+    kernels write the interleaved outputs into y (plus bias, or added to y
+    after the first K chunk); the others fill the same product columns as
+    multiply_tile.
+    """
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef int storage = g.storage.type
+    cdef const PhaseAxis* phases = g.phases + stack.phase_start * ndim
+    cdef Py_ssize_t depth = g.problem.cg * stack.taps
+    cdef Py_ssize_t panel = stack.panel
+    # the pair's even phase: the same last-axis shift and count in every block
+    cdef Py_ssize_t shift = phases[last].shift
+    cdef Py_ssize_t count = phases[last].count
+    cdef Py_ssize_t r, t, block, row, width, column, m, base
+    cdef const PhaseAxis* phase
+    cdef const acc_t* a
+    cdef char* y
+    cdef const acc_t* bias
+    cdef Panel pair_call = call[0]
+    pair_call.sibling = phases[ndim + last].shift - shift
+    if stack.store_direct:
+        pair_call.ldc = g.ops.y_strides[1]
+    for r in range(tile.rows):
+        column = r * stack.row_stride + shift - tile.x
+        for block in range(tile.first_block, tile.end_block):
+            # the block's weights stay in cache for all its panels along the row
+            row = block_start(g, stack, block)
+            phase = phases + row_phase(row, g.problem.mg, 2, &m) * ndim
+            # grid rows and leading coordinates outside this leading phase have no outputs
+            if not (output_base(g, phase, item, item.group * g.problem.mg + m, lead, &base)
+                    and row_offset(g, phase, tile.y + r, &base)):
+                continue
+            width = block_start(g, stack, block + 1) - row
+            a = weights + row * depth + call.k_begin * width
+            y = <char*>element(g.ops.y, base + phase[last].residue, storage)
+            bias = (<const acc_t*>g.ops.bias_acc + item.group * g.problem.mg + m
+                    if g.ops.bias_acc != NULL else NULL)
+            t = 0
+            while t < count:
+                if stack.store_direct:
+                    store_kernel(g, 2 * (count - t) <= panel, width, &pair_call, a,
+                                 operand + column + t, y + 2 * t * convt_itemsize(storage), bias)
+                else:
+                    pair_kernel(g, 2 * (count - t) <= panel, width, &pair_call, a,
+                                operand + column + t,
+                                product + (row - tile.first_row) * call.ldc + column + t)
+                t = t + panel
+
+
+cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
+                         const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
+                         acc_t* operand, acc_t* product, acc_t* panel_buffer) noexcept nogil:
+    """The product of one tile of one stack, K chunk by K chunk: gather, multiply."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t cg = g.problem.cg
+    cdef Py_ssize_t depth = cg * stack.taps
+    cdef const acc_t* weights = packed + stack.weight_start + item.group * stack.group_size
+    cdef const char* x_image = element(
+        g.ops.x, item.image * g.ops.x_strides[0] + item.group * cg * g.ops.x_strides[1],
+        g.storage.type)
+    cdef acc_t* source
+    cdef const StackAxis* axes = g.stack_axes + (stack - g.stacks) * g.problem.ndim
+    cdef Py_ssize_t c_begin, c_end, ld_operand, start
+    cdef int a
+    cdef Panel call
+    call.block = stack.sum_block
+    call.offsets = g.buffer_offsets + stack.offset_start
+    call.sibling = 0
+    call.ldc = stack.columns
+    c_begin = 0
+    while c_begin < cg:
+        c_end = min(cg, c_begin + stack.chunk)
+        call.depth = (c_end - c_begin) * stack.taps
+        call.k_begin = c_begin * stack.taps
+        call.accumulate = c_begin > 0
+        if not g.layout.blas:
+            fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
+            if stack.exact:
+                multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product)
+            else:
+                multiply_tile(g, stack, &call, weights, operand, tile, product, panel_buffer)
+        else:
+            source = operand
+            ld_operand = stack.columns
+            if stack.identity and g.layout.input_is_tile:
+                # the im2col of a 1-tap, 0-offset stack is x itself
+                start = c_begin * g.ops.x_strides[1] + tile.x * g.ops.x_strides[2 + last]
+                if last >= 1:
+                    start = start + tile.y * g.ops.x_strides[1 + last]
+                for a in range(last - 1):
+                    start = start + lead[a] * g.ops.x_strides[2 + a]
+                source = <acc_t*>element(x_image, start, g.storage.type)
+                ld_operand = g.ops.x_strides[1]
+            else:
+                gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
+            # weights: one (rows x depth) column-major block; operand (used x k) column-major
+            blas_gemm(<int>((tile.rows - 1) * stack.row_stride + tile.cols), <int>stack.rows,
+                      <int>call.depth, source, <int>ld_operand,
+                      <acc_t*>weights + call.k_begin * stack.rows, <int>stack.rows,
+                      1 if call.accumulate else 0, product, <int>stack.columns)
+        c_begin = c_end
+
+
+cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
+                    Py_ssize_t* lead) noexcept nogil:
+    """One tile of one stack (and of its residue partner) for one image and group."""
+    cdef const WorkItem* item = g.items + index
+    cdef const GemmStack* stack = g.stacks + item.stack
+    cdef const StackAxis* axes = g.stack_axes + item.stack * g.problem.ndim
+    cdef TileSpan tile = decode_tile(g, stack, axes, item.tile, lead)
+    cdef acc_t* operand = workspace
+    cdef acc_t* product = workspace + g.layout.operand
+    # B panels are copied to a 64-byte aligned place after the product
+    cdef acc_t* panel_buffer = <acc_t*>((<size_t>(product + g.layout.product) + 63)
+                                        & ~(<size_t>63))
+    cdef const GemmStack* other
+    cdef TileSpan other_tile
+    cdef acc_t* other_product
+    multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer)
+    if stack.partner >= 0:
+        # the odd residue: same rows and blocks, its own columns; its product follows
+        other = g.stacks + stack.partner
+        other_tile = decode_tile(g, other, g.stack_axes + stack.partner * g.problem.ndim,
+                                 item.tile, lead)
+        other_product = product + (tile.end_row - tile.first_row) * stack.columns
+        multiply_stack(g, other, packed, item, lead, other_tile, operand, other_product,
+                       panel_buffer)
+        scatter_pair(g, stack, other, item, lead, tile, other_tile, product, other_product)
+    elif not stack.store_direct:
+        scatter_tile(g, stack, item, lead, tile, product)
+
+
+cdef void gemm_engine(const Gemm* g, const acc_t* packed, Py_ssize_t n_items,
+                      acc_t* workspace, Py_ssize_t* scratch, int num_threads) noexcept nogil:
+    cdef Py_ssize_t index
+    cdef int thread
+    for index in prange(n_items, num_threads=num_threads, schedule="dynamic"):
+        thread = convt_thread_num()
+        gemm_item(g, packed, index, workspace + thread * g.layout.per_thread,
+                  scratch + thread * g.problem.ndim)
+
+
+def run_gemm(arrays, problem, axes, plan, layout, decision, packed, workspace, scratch,
+             int num_threads):
+    """Run the GEMM engine over every work item of ``plan`` (convt._plan.GemmPlan).
+
+    ``arrays`` holds the operands and their element strides; ``problem``,
+    ``axes`` and ``layout`` are records (convt._records); ``packed`` holds the
+    packed weights, ``workspace`` is (threads, layout.per_thread) of the
+    accumulation type and ``scratch`` (threads, ndim) intp.
+    """
+    cdef Gemm g
+    if decision.kernel_set == "blas":
+        bind_blas()
+    g.problem = (<const Problem*>data_of(problem))[0]
+    g.axes = <const Axis*>data_of(axes)
+    g.ops = operands_of(arrays)
+    g.storage = storage_for(decision, <int>g.problem.storage)
+    g.layout = (<const GemmLayout*>data_of(layout))[0]
+    g.stacks = <const GemmStack*>data_of(plan.stacks)
+    g.stack_axes = <const StackAxis*>data_of(plan.stack_axes)
+    g.tap_offsets = <const Py_ssize_t*>data_of(plan.tap_offsets)
+    g.buffer_offsets = <const Py_ssize_t*>data_of(plan.buffer_offsets)
+    g.phases = <const PhaseAxis*>data_of(plan.phases)
+    g.items = <const WorkItem*>data_of(plan.items)
+    g.block_starts = <const Py_ssize_t*>data_of(plan.block_starts)
+    g.panel_offsets = <const Py_ssize_t*>data_of(plan.panel_offsets)
+    cdef Py_ssize_t n_items = plan.items.shape[0]
+    cdef Py_ssize_t* lead = <Py_ssize_t*>data_of(scratch)
+    cdef const void* weights = data_of(packed)
+    cdef void* buffers = <void*>data_of(workspace)
+    if packed.dtype.itemsize == 4:
+        with nogil:
+            gemm_engine(&g, <const float*>weights, n_items, <float*>buffers, lead, num_threads)
+    else:
+        with nogil:
+            gemm_engine(&g, <const double*>weights, n_items, <double*>buffers, lead,
+                        num_threads)

@@ -1,0 +1,165 @@
+# Declarations shared by the parts of convt._kernels (the .pxi files it includes).
+
+from libc.stdint cimport uint16_t
+
+
+cdef extern from "storage.h" nogil:
+    int CONVT_F16
+    int CONVT_BF16
+    int CONVT_F32
+    int CONVT_F64
+    int CONVT_STORAGE_COUNT
+    Py_ssize_t convt_itemsize(int storage)
+    double convt_load_double(const void* base, Py_ssize_t index, int storage)
+
+
+cdef extern from "kernel_set.h" nogil:
+    int CONVT_MAX_MR
+    ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                    const Py_ssize_t*, float*, Py_ssize_t, int, float*)
+    ctypedef void (*convt_gemm_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
+                                    const Py_ssize_t*, double*, Py_ssize_t, int, double*)
+    ctypedef void (*convt_pair_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                    const Py_ssize_t*, Py_ssize_t, float*, Py_ssize_t, int)
+    ctypedef void (*convt_pair_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
+                                    const Py_ssize_t*, Py_ssize_t, double*, Py_ssize_t, int)
+    ctypedef void (*convt_pair_store_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                          const Py_ssize_t*, Py_ssize_t, void*, Py_ssize_t,
+                                          int, const float*)
+    ctypedef void (*convt_pair_store_f64)(Py_ssize_t, Py_ssize_t, const double*,
+                                          const double*, const Py_ssize_t*, Py_ssize_t, void*,
+                                          Py_ssize_t, int, const double*)
+    ctypedef void (*convt_row_f32)(Py_ssize_t, const float* const*, const float*, Py_ssize_t,
+                                   const Py_ssize_t*, Py_ssize_t, Py_ssize_t, float*, int)
+    ctypedef void (*convt_row_f64)(Py_ssize_t, const double* const*, const double*,
+                                   Py_ssize_t, const Py_ssize_t*, Py_ssize_t, Py_ssize_t,
+                                   double*, int)
+    ctypedef void (*convt_interleave_f32)(float*, const float*, const float*, Py_ssize_t, float)
+    ctypedef void (*convt_interleave_f64)(double*, const double*, const double*, Py_ssize_t,
+                                          double)
+    ctypedef void (*convt_run_f32)(float*, const float*, Py_ssize_t, float)
+    ctypedef void (*convt_run_f64)(double*, const double*, Py_ssize_t, double)
+    ctypedef void (*convt_load_f32)(float*, const void*, Py_ssize_t)
+    ctypedef void (*convt_load_f64)(double*, const void*, Py_ssize_t)
+    ctypedef void (*convt_store_f32)(void*, const float*, Py_ssize_t, float)
+    ctypedef void (*convt_store_f64)(void*, const double*, Py_ssize_t, double)
+
+    ctypedef struct convt_kernels_f32:
+        const char* name
+        int mr
+        int nr
+        unsigned flags
+        convt_gemm_f32 gemm[12]
+        convt_gemm_f32 gemm_pack[12]
+        convt_gemm_f32 half[12]
+        convt_pair_f32 pair[2][6]
+        convt_pair_store_f32 pair_store[4][2][6]
+        convt_row_f32 row
+        convt_interleave_f32 interleave
+        convt_run_f32 store_even
+        convt_run_f32 add_bias
+        convt_load_f32 load[4]
+        convt_store_f32 store[4]
+
+    ctypedef struct convt_kernels_f64:
+        const char* name
+        int mr
+        int nr
+        unsigned flags
+        convt_gemm_f64 gemm[12]
+        convt_gemm_f64 gemm_pack[12]
+        convt_gemm_f64 half[12]
+        convt_pair_f64 pair[2][6]
+        convt_pair_store_f64 pair_store[4][2][6]
+        convt_row_f64 row
+        convt_interleave_f64 interleave
+        convt_run_f64 store_even
+        convt_run_f64 add_bias
+        convt_load_f64 load[4]
+        convt_store_f64 store[4]
+
+    ctypedef struct convt_family:
+        const char* name
+        unsigned requires
+        const convt_kernels_f32* f32
+        const convt_kernels_f64* f64
+
+    int convt_family_count()
+    const convt_family* convt_family_at(int index)
+    int convt_family_available(const convt_family* family)
+
+
+cdef extern from "cpu.h" nogil:
+    ctypedef struct convt_x86_words:
+        unsigned max_leaf
+        unsigned leaf1_ecx
+        unsigned leaf7_ebx
+        unsigned leaf7_1_eax
+        unsigned long long xcr0
+        int os_avx512
+    unsigned convt_decode_x86(const convt_x86_words* words)
+    unsigned convt_cpu_features()
+
+
+cdef extern from "openmp.h" nogil:
+    int CONVT_HAVE_OPENMP
+    int convt_thread_num()
+    int convt_max_threads()
+
+
+ctypedef fused acc_t:
+    float
+    double
+
+
+# The kernel sets of one family, for both accumulation types.
+cdef struct Kernels:
+    const convt_kernels_f32* f32
+    const convt_kernels_f64* f64
+
+
+# Plan records (convt/src/records.h; mirrored by the dtypes of convt/_records.py).
+cdef extern from "records.h" nogil:
+    ctypedef struct Axis "convt_axis":
+        Py_ssize_t in_size, out_size, stride
+    ctypedef struct Problem "convt_problem":
+        Py_ssize_t ndim, storage, batch, groups, cg, mg, out_channels
+    ctypedef struct GemmStack "convt_gemm_stack":
+        Py_ssize_t taps, phases, rows, items, columns, chunk, sum_block, tap_start
+        Py_ssize_t phase_start, weight_start, group_size, kernel_start, table_start
+        Py_ssize_t identity, blocks, block_start, panel, tile_rows, tile_cols, row_tiles
+        Py_ssize_t col_tiles, row_stride, buffer_rows, buffer_planes, buffer_channel
+        Py_ssize_t offset_start, row_groups, group_blocks, siblings, interleave, exact
+        Py_ssize_t store_direct, partner
+    ctypedef struct StackAxis "convt_stack_axis":
+        Py_ssize_t first, extent, span
+    ctypedef struct PhaseAxis "convt_phase_axis":
+        Py_ssize_t residue, shift, count
+    ctypedef struct WorkItem "convt_work_item":
+        Py_ssize_t image, group, stack, tile
+    ctypedef struct GemmLayout "convt_gemm_layout":
+        Py_ssize_t operand, product, per_thread, blas, pack_min_blocks, half_panels
+        Py_ssize_t masked_stores, input_is_tile
+    ctypedef struct DirectLayout "convt_direct_layout":
+        Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, weights
+        Py_ssize_t floats, ints, interleave, masked_stores
+    const char* const* convt_axis_fields
+    const char* const* convt_problem_fields
+    const char* const* convt_gemm_stack_fields
+    const char* const* convt_stack_axis_fields
+    const char* const* convt_phase_axis_fields
+    const char* const* convt_work_item_fields
+    const char* const* convt_gemm_layout_fields
+    const char* const* convt_direct_layout_fields
+
+
+# The arrays of one call: data pointers and element strides (n, c, spatial...).
+cdef struct Operands:
+    const char* x
+    const char* w
+    char* y
+    const char* bias             # storage type, or NULL
+    const char* bias_acc         # the bias in the accumulation type, or NULL
+    const Py_ssize_t* x_strides
+    const Py_ssize_t* w_strides
+    const Py_ssize_t* y_strides

@@ -1,0 +1,240 @@
+# Kernel testers: call one kernel of one set, or the family's scalar reference
+# (convt/src/reference.c), on NumPy arrays.  Used by tests/test_kernels.py only.
+#
+# Each tester takes a `spec` object with the call's arrays and scalars as
+# attributes; `spec.family` names a kernel family or is "reference".
+# An entry a set does not have raises LookupError.
+
+
+cdef extern from "reference.h" nogil:
+    ctypedef struct convt_call_shape:
+        int rows
+        int width
+        Py_ssize_t sibling
+    void convt_reference_gemm_f32(const convt_call_shape*, Py_ssize_t, Py_ssize_t, const float*,
+                                  const float*, const Py_ssize_t*, float*, Py_ssize_t, int,
+                                  float*)
+    void convt_reference_gemm_f64(const convt_call_shape*, Py_ssize_t, Py_ssize_t,
+                                  const double*, const double*, const Py_ssize_t*, double*,
+                                  Py_ssize_t, int, double*)
+    void convt_reference_pair_store_f32(const convt_call_shape*, int, Py_ssize_t, Py_ssize_t,
+                                        const float*, const float*, const Py_ssize_t*, void*,
+                                        Py_ssize_t, int, const float*)
+    void convt_reference_pair_store_f64(const convt_call_shape*, int, Py_ssize_t, Py_ssize_t,
+                                        const double*, const double*, const Py_ssize_t*,
+                                        void*, Py_ssize_t, int, const double*)
+    void convt_reference_row_f32(Py_ssize_t, const float* const*, const float*, Py_ssize_t,
+                                 const Py_ssize_t*, Py_ssize_t, Py_ssize_t, float*, int)
+    void convt_reference_row_f64(Py_ssize_t, const double* const*, const double*, Py_ssize_t,
+                                 const Py_ssize_t*, Py_ssize_t, Py_ssize_t, double*, int)
+    void convt_reference_interleave_f32(float*, const float*, const float*, Py_ssize_t, float)
+    void convt_reference_interleave_f64(double*, const double*, const double*, Py_ssize_t,
+                                        double)
+    void convt_reference_store_even_f32(float*, const float*, Py_ssize_t, float)
+    void convt_reference_store_even_f64(double*, const double*, Py_ssize_t, double)
+    void convt_reference_add_bias_f32(float*, const float*, Py_ssize_t, float)
+    void convt_reference_add_bias_f64(double*, const double*, Py_ssize_t, double)
+    void convt_reference_load_f32(int, float*, const void*, Py_ssize_t)
+    void convt_reference_load_f64(int, double*, const void*, Py_ssize_t)
+    void convt_reference_store_f32(int, void*, const float*, Py_ssize_t, float)
+    void convt_reference_store_f64(int, void*, const double*, Py_ssize_t, double)
+
+
+cdef inline void* pointer(object array) except? NULL:
+    return <void*>data_of(array)
+
+
+cdef void* _found(void* entry, spec) except NULL:
+    if entry == NULL:
+        raise LookupError(f"kernel set {spec.family!r} has no {spec.kernel!r} entry "
+                          f"for {spec.rows} rows")
+    return entry
+
+
+cdef gemm_typed(spec, acc_t* a):
+    """spec.kernel: 'gemm', 'gemm_pack', 'half', 'pair' or 'pair_store' (half=spec.half)."""
+    cdef acc_t* b = <acc_t*>pointer(spec.b)
+    cdef const Py_ssize_t* offsets = <const Py_ssize_t*>pointer(spec.offsets)
+    cdef void* out = pointer(spec.out)
+    cdef acc_t* pack_to = <acc_t*>pointer(spec.pack_to)
+    cdef const acc_t* bias = <const acc_t*>pointer(spec.bias)
+    cdef int rows = spec.rows
+    cdef int half = spec.half
+    cdef int storage = spec.storage
+    cdef convt_call_shape shape
+    cdef Kernels kernels
+    cdef void* entry
+    shape.rows = rows
+    shape.width = spec.width
+    shape.sibling = spec.sibling if spec.kernel in ("pair", "pair_store") else 0
+    if spec.family == "reference":
+        if spec.kernel == "pair_store":
+            if acc_t is float:
+                convt_reference_pair_store_f32(&shape, storage, spec.depth, spec.block, a, b,
+                                               offsets, out, spec.ldc, spec.accumulate, bias)
+            else:
+                convt_reference_pair_store_f64(&shape, storage, spec.depth, spec.block, a, b,
+                                               offsets, out, spec.ldc, spec.accumulate, bias)
+        elif acc_t is float:
+            convt_reference_gemm_f32(&shape, spec.depth, spec.block, a, b, offsets,
+                                     <float*>out, spec.ldc, spec.accumulate, pack_to)
+        else:
+            convt_reference_gemm_f64(&shape, spec.depth, spec.block, a, b, offsets,
+                                     <double*>out, spec.ldc, spec.accumulate, pack_to)
+        return
+    kernels = kernels_named(spec.family)
+    if acc_t is float:
+        if spec.kernel == "gemm":
+            entry = <void*>kernels.f32.gemm[rows - 1]
+        elif spec.kernel == "gemm_pack":
+            entry = <void*>kernels.f32.gemm_pack[rows - 1]
+        elif spec.kernel == "half":
+            entry = <void*>kernels.f32.half[rows - 1]
+        elif spec.kernel == "pair":
+            entry = <void*>kernels.f32.pair[half][rows // 2 - 1]
+        else:
+            entry = <void*>kernels.f32.pair_store[storage][half][rows // 2 - 1]
+        _found(entry, spec)
+        if spec.kernel == "pair":
+            (<convt_pair_f32>entry)(spec.depth, spec.block, a, b, offsets, spec.sibling,
+                                    <float*>out, spec.ldc, spec.accumulate)
+        elif spec.kernel == "pair_store":
+            (<convt_pair_store_f32>entry)(spec.depth, spec.block, a, b, offsets, spec.sibling,
+                                          out, spec.ldc, spec.accumulate, bias)
+        else:
+            (<convt_gemm_f32>entry)(spec.depth, spec.block, a, b, offsets, <float*>out,
+                                    spec.ldc, spec.accumulate, pack_to)
+    else:
+        if spec.kernel == "gemm":
+            entry = <void*>kernels.f64.gemm[rows - 1]
+        elif spec.kernel == "gemm_pack":
+            entry = <void*>kernels.f64.gemm_pack[rows - 1]
+        elif spec.kernel == "half":
+            entry = <void*>kernels.f64.half[rows - 1]
+        elif spec.kernel == "pair":
+            entry = <void*>kernels.f64.pair[half][rows // 2 - 1]
+        else:
+            entry = <void*>kernels.f64.pair_store[storage][half][rows // 2 - 1]
+        _found(entry, spec)
+        if spec.kernel == "pair":
+            (<convt_pair_f64>entry)(spec.depth, spec.block, a, b, offsets, spec.sibling,
+                                    <double*>out, spec.ldc, spec.accumulate)
+        elif spec.kernel == "pair_store":
+            (<convt_pair_store_f64>entry)(spec.depth, spec.block, a, b, offsets, spec.sibling,
+                                          out, spec.ldc, spec.accumulate, bias)
+        else:
+            (<convt_gemm_f64>entry)(spec.depth, spec.block, a, b, offsets, <double*>out,
+                                    spec.ldc, spec.accumulate, pack_to)
+
+
+def _run_gemm_family(spec):
+    """Tests only: one call of a GEMM-family kernel (see gemm_typed)."""
+    if spec.a.dtype == np.float32:
+        gemm_typed(spec, <float*>pointer(spec.a))
+    else:
+        gemm_typed(spec, <double*>pointer(spec.a))
+
+
+cdef row_typed(spec, acc_t* w):
+    cdef Py_ssize_t sources = len(spec.x)
+    cdef const acc_t* rows[64]
+    cdef Py_ssize_t s
+    cdef void* entry
+    for s in range(sources):
+        rows[s] = <const acc_t*>pointer(spec.x[s])
+    cdef acc_t* out = <acc_t*>pointer(spec.out)
+    cdef const Py_ssize_t* offsets = <const Py_ssize_t*>pointer(spec.offsets)
+    if spec.family == "reference":
+        if acc_t is float:
+            convt_reference_row_f32(sources, rows, w, spec.taps, offsets, spec.in_size,
+                                    spec.count, out, spec.accumulate)
+        else:
+            convt_reference_row_f64(sources, rows, w, spec.taps, offsets, spec.in_size,
+                                    spec.count, out, spec.accumulate)
+        return
+    kernels = kernels_named(spec.family)
+    if acc_t is float:
+        kernels.f32.row(sources, rows, w, spec.taps, offsets, spec.in_size, spec.count, out,
+                        spec.accumulate)
+    else:
+        kernels.f64.row(sources, rows, w, spec.taps, offsets, spec.in_size, spec.count, out,
+                        spec.accumulate)
+
+
+def _run_row(spec):
+    """Tests only: one call of a row kernel (sources spec.x: at most 64 rows)."""
+    if len(spec.x) > 64:
+        raise ValueError("at most 64 source rows")
+    if spec.w.dtype == np.float32:
+        row_typed(spec, <float*>pointer(spec.w))
+    else:
+        row_typed(spec, <double*>pointer(spec.w))
+
+
+cdef runs_typed(spec, acc_t* out):
+    """spec.kernel: 'interleave', 'store_even', 'add_bias', 'load' or 'store'."""
+    cdef const acc_t* src = <const acc_t*>pointer(spec.src)
+    cdef const acc_t* odd = <const acc_t*>pointer(spec.odd)
+    cdef const void* raw = pointer(spec.raw)
+    cdef Py_ssize_t count = spec.count
+    cdef acc_t bias = spec.bias
+    cdef int storage = spec.storage
+    cdef str kernel = spec.kernel
+    cdef Kernels kernels
+    if spec.family == "reference":
+        if acc_t is float:
+            if kernel == "interleave":
+                convt_reference_interleave_f32(out, src, odd, count, bias)
+            elif kernel == "store_even":
+                convt_reference_store_even_f32(out, src, count, bias)
+            elif kernel == "add_bias":
+                convt_reference_add_bias_f32(out, src, count, bias)
+            elif kernel == "load":
+                convt_reference_load_f32(storage, out, raw, count)
+            else:
+                convt_reference_store_f32(storage, <void*>raw, src, count, bias)
+        else:
+            if kernel == "interleave":
+                convt_reference_interleave_f64(out, src, odd, count, bias)
+            elif kernel == "store_even":
+                convt_reference_store_even_f64(out, src, count, bias)
+            elif kernel == "add_bias":
+                convt_reference_add_bias_f64(out, src, count, bias)
+            elif kernel == "load":
+                convt_reference_load_f64(storage, out, raw, count)
+            else:
+                convt_reference_store_f64(storage, <void*>raw, src, count, bias)
+        return
+    kernels = kernels_named(spec.family)
+    if acc_t is float:
+        if kernel == "interleave":
+            kernels.f32.interleave(out, src, odd, count, bias)
+        elif kernel == "store_even":
+            kernels.f32.store_even(out, src, count, bias)
+        elif kernel == "add_bias":
+            kernels.f32.add_bias(out, src, count, bias)
+        elif kernel == "load":
+            kernels.f32.load[storage](out, raw, count)
+        else:
+            kernels.f32.store[storage](<void*>raw, src, count, bias)
+    else:
+        if kernel == "interleave":
+            kernels.f64.interleave(out, src, odd, count, bias)
+        elif kernel == "store_even":
+            kernels.f64.store_even(out, src, count, bias)
+        elif kernel == "add_bias":
+            kernels.f64.add_bias(out, src, count, bias)
+        elif kernel == "load":
+            kernels.f64.load[storage](out, raw, count)
+        else:
+            kernels.f64.store[storage](<void*>raw, src, count, bias)
+
+
+def _run_runs(spec):
+    """Tests only: one call of a run kernel in accumulation type spec.acc: it reads
+    spec.src (and spec.odd), writes spec.out; load reads and store writes
+    spec.raw, an array of storage type spec.storage."""
+    if np.dtype(spec.acc) == np.float32:
+        runs_typed(spec, <float*>pointer(spec.out))
+    else:
+        runs_typed(spec, <double*>pointer(spec.out))

@@ -1,0 +1,42 @@
+/* What the CPU and the operating system let convt's kernels use, detected once.
+ *
+ * Only this file's companion cpu.c asks the hardware; everything else reads
+ * convt_cpu_features().  The x86 decoding is a pure function of the CPUID
+ * words, XCR0 and the OS's answer on lazily enabled AVX-512 state, so its
+ * rules are tested on any machine (convt._kernels._decode_x86).
+ */
+#ifndef CONVT_CPU_H
+#define CONVT_CPU_H
+
+#include <stdint.h>
+
+enum {
+    CONVT_CPU_AVX2 = 1 << 0,        /* with the OS saving YMM state */
+    CONVT_CPU_FMA = 1 << 1,
+    CONVT_CPU_F16C = 1 << 2,
+    CONVT_CPU_AVX512F = 1 << 3,     /* with the OS saving ZMM and opmask state */
+    CONVT_CPU_AVX512VL = 1 << 4,
+    CONVT_CPU_AVX512BW = 1 << 5,
+    CONVT_CPU_AVX512BF16 = 1 << 6,
+    CONVT_CPU_NEON = 1 << 8,        /* AArch64 Advanced SIMD (always present there) */
+    CONVT_CPU_NEON_FP16 = 1 << 9,   /* ARMv8.2 half-precision arithmetic */
+    CONVT_CPU_NEON_BF16 = 1 << 10
+};
+
+/* The inputs of the x86 decision. */
+typedef struct convt_x86_words {
+    uint32_t max_leaf;      /* CPUID leaf 0, eax */
+    uint32_t leaf1_ecx;     /* CPUID leaf 1, ecx: FMA, OSXSAVE, AVX, F16C */
+    uint32_t leaf7_ebx;     /* CPUID leaf 7.0, ebx: AVX2, AVX512F/BW/VL */
+    uint32_t leaf7_1_eax;   /* CPUID leaf 7.1, eax: AVX512_BF16 */
+    uint64_t xcr0;          /* state components the OS saves (XGETBV 0) */
+    int os_avx512;          /* the OS enables AVX-512 state on first use (macOS) */
+} convt_x86_words;
+
+/* CONVT_CPU_* bits that the given x86 words allow. */
+unsigned convt_decode_x86(const convt_x86_words *words);
+
+/* CONVT_CPU_* bits of this machine (computed once, then cached). */
+unsigned convt_cpu_features(void);
+
+#endif /* CONVT_CPU_H */

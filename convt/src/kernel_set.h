@@ -1,0 +1,119 @@
+/* Kernel sets: what the compiled drivers call, one record per (CPU family,
+ * accumulation type).
+ *
+ * A set holds its register blocking (mr rows x nr positions), capability flags
+ * and one function table per kernel family.  Drivers call through the tables
+ * only; which families a call uses is decided in convt/_dispatch.py from the
+ * flags, never inferred from NULL entries.  Every family has a plain scalar
+ * reference in reference.c that defines its arithmetic (see below); the kernel
+ * tests hold each set against it.
+ *
+ * Families (T is float in the f32 sets, double in the f64 sets):
+ *
+ * gemm[rows - 1]: one block of rows x nr of C = A B over `depth`:
+ *     a: [depth][rows] (packed weights, the block's rows side by side);
+ *     row k of B is b + offsets[k] .. + nr (positions of a zero-padded tile:
+ *     tap k of every position is a fixed offset away, so B is read in place);
+ *     c: rows of nr values, row stride ldc.
+ *     Arithmetic, per output: the depth is cut into blocks of `block` steps;
+ *     each block is summed from zero with fused multiply-adds in k order; the
+ *     block sums are added in order to c's value (accumulate != 0) or to the
+ *     first block sum.  Blocked summation keeps float32 errors growing with
+ *     sqrt(block + depth / block) rather than sqrt(depth).
+ * gemm_pack[rows - 1]: gemm that also copies the B rows it reads to pack_to
+ *     ([depth][nr], 64-byte aligned), for the block's neighbours to read.
+ * half[rows - 1]: gemm over nr / 2 positions (a tile's short last panel).
+ * pair[half][rows / 2 - 1]: gemm for an even number of rows where odd rows
+ *     read B and write C `sibling` positions further (the two stride phases of
+ *     a last axis, one grid shift apart); half: nr / 2 positions.
+ * pair_store[storage][half][rows / 2 - 1]: pair, but row pair j's sums are the
+ *     even and odd outputs of one channel: they are interleaved and stored as
+ *     2 nr (or nr) contiguous outputs at y + j * ldy in the storage type:
+ *     y = v + bias[j] (bias may be NULL), or y = y + v when `accumulate`,
+ *     where v is the blocked sum from zero; rounded once.
+ * row: the direct engine's row-phase sum,
+ *     out[t] (+)= sum over sources s, then taps j, of w[s * taps + j] *
+ *     x[s][t + offsets[j]] for t < count, where only taps whose input index
+ *     is inside [0, in_size) contribute (fused multiply-adds in that order).
+ * interleave: y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias.
+ * store_even: y[2 i] = src[i] + bias (odd outputs untouched).
+ * add_bias: dst[i] = src[i] + bias.
+ * load[storage]: dst[i] = T(src[i]), exact.
+ * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
+ */
+#ifndef CONVT_KERNEL_SET_H
+#define CONVT_KERNEL_SET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage.h"
+
+#define CONVT_MAX_MR 12
+#define CONVT_MAX_PAIRS (CONVT_MAX_MR / 2)
+
+/* Capability flags of a set.  Python reads them to decide; drivers obey. */
+enum {
+    CONVT_SET_PACK = 1 << 0,          /* gemm_pack entries */
+    CONVT_SET_HALF = 1 << 1,          /* half entries */
+    CONVT_SET_PAIRS = 1 << 2,         /* pair and pair_store entries (exact stacks) */
+    CONVT_SET_MASKED_STORES = 1 << 3, /* store_even writes whole vectors of even lanes */
+    CONVT_SET_FUSED = 1 << 4          /* all products are fused multiply-adds */
+};
+
+#define CONVT_DECLARE_FAMILIES(S, T)                                                      \
+    typedef void (*convt_gemm_##S)(ptrdiff_t depth, ptrdiff_t block, const T *a,          \
+                                   const T *b, const ptrdiff_t *offsets, T *c,            \
+                                   ptrdiff_t ldc, int accumulate, T *pack_to);            \
+    typedef void (*convt_pair_##S)(ptrdiff_t depth, ptrdiff_t block, const T *a,          \
+                                   const T *b, const ptrdiff_t *offsets,                  \
+                                   ptrdiff_t sibling, T *c, ptrdiff_t ldc, int accumulate); \
+    typedef void (*convt_pair_store_##S)(ptrdiff_t depth, ptrdiff_t block, const T *a,    \
+                                         const T *b, const ptrdiff_t *offsets,            \
+                                         ptrdiff_t sibling, void *y, ptrdiff_t ldy,       \
+                                         int accumulate, const T *bias);                  \
+    typedef void (*convt_row_##S)(ptrdiff_t sources, const T *const *x, const T *w,       \
+                                  ptrdiff_t taps, const ptrdiff_t *offsets,               \
+                                  ptrdiff_t in_size, ptrdiff_t count, T *out,             \
+                                  int accumulate);                                        \
+    typedef void (*convt_interleave_##S)(T *y, const T *even, const T *odd,               \
+                                         ptrdiff_t pairs, T bias);                        \
+    typedef void (*convt_run_##S)(T *dst, const T *src, ptrdiff_t count, T bias);         \
+    typedef void (*convt_load_##S)(T *dst, const void *src, ptrdiff_t count);             \
+    typedef void (*convt_store_##S)(void *dst, const T *src, ptrdiff_t count, T bias);    \
+                                                                                          \
+    typedef struct convt_kernels_##S {                                                    \
+        const char *name;                                                                 \
+        int mr, nr;                                                                       \
+        unsigned flags;                                                                   \
+        convt_gemm_##S gemm[CONVT_MAX_MR];                                                \
+        convt_gemm_##S gemm_pack[CONVT_MAX_MR];                                           \
+        convt_gemm_##S half[CONVT_MAX_MR];                                                \
+        convt_pair_##S pair[2][CONVT_MAX_PAIRS];                                          \
+        convt_pair_store_##S pair_store[CONVT_STORAGE_COUNT][2][CONVT_MAX_PAIRS];         \
+        convt_row_##S row;                                                                \
+        convt_interleave_##S interleave;                                                  \
+        convt_run_##S store_even;                                                         \
+        convt_run_##S add_bias;                                                           \
+        convt_load_##S load[CONVT_STORAGE_COUNT];                                         \
+        convt_store_##S store[CONVT_STORAGE_COUNT];                                       \
+    } convt_kernels_##S;
+
+CONVT_DECLARE_FAMILIES(f32, float)
+CONVT_DECLARE_FAMILIES(f64, double)
+
+/* A CPU family's two sets and the CPU features it needs (CONVT_CPU_* bits). */
+typedef struct convt_family {
+    const char *name;
+    unsigned requires;
+    const convt_kernels_f32 *f32;
+    const convt_kernels_f64 *f64;
+} convt_family;
+
+/* The registered families, portable first and most capable last (registry.c). */
+int convt_family_count(void);
+const convt_family *convt_family_at(int index);
+/* Whether this CPU and OS can run a family's kernels. */
+int convt_family_available(const convt_family *family);
+
+#endif /* CONVT_KERNEL_SET_H */

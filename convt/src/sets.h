@@ -1,0 +1,124 @@
+/* Declarations shared by the kernel-set files (not by the drivers): the
+ * registered sets, and the pieces one set borrows from another. */
+#ifndef CONVT_SETS_H
+#define CONVT_SETS_H
+
+#include "kernel_set.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define CONVT_X86_64 1
+#endif
+
+/* GCC and Clang (clang-cl included) compile intrinsics only inside functions
+ * whose target allows them; MSVC accepts them anywhere. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CONVT_TARGET(features) __attribute__((target(features)))
+#else
+#define CONVT_TARGET(features)
+#endif
+
+extern const convt_kernels_f32 convt_portable_f32;
+extern const convt_kernels_f64 convt_portable_f64;
+#ifdef CONVT_X86_64
+extern const convt_kernels_f32 convt_avx2_f32;
+extern const convt_kernels_f64 convt_avx2_f64;
+extern const convt_kernels_f32 convt_avx512_f32;
+extern const convt_kernels_f64 convt_avx512_f64;
+#endif
+
+/* Outputs t in [lo, hi) of a row read every tap inside the input: no bounds
+ * checks there. */
+static inline void convt_row_interior(ptrdiff_t taps, const ptrdiff_t *offsets,
+                                      ptrdiff_t in_size, ptrdiff_t count, ptrdiff_t *lo,
+                                      ptrdiff_t *hi)
+{
+    ptrdiff_t j, first = 0, end = count;
+    for (j = 0; j < taps; ++j) {
+        if (-offsets[j] > first) first = -offsets[j];
+        if (in_size - offsets[j] < end) end = in_size - offsets[j];
+    }
+    if (first > count) first = count;
+    if (end < first) end = first;
+    *lo = first;
+    *hi = end;
+}
+
+#define CONVT_MUL_ADD(a, b, c) ((a) * (b) + (c))
+
+/* The checked sum of output t of a row (its edges): taps outside the input
+ * are skipped; MADD(w, x, sum) is a multiply-add, fused or not. */
+#define CONVT_ROW_EDGE(T, t, MADD)                                                        \
+    {                                                                                     \
+        T sum = accumulate ? out[t] : (T)0;                                               \
+        ptrdiff_t s, j;                                                                   \
+        for (s = 0; s < sources; ++s)                                                     \
+            for (j = 0; j < taps; ++j) {                                                  \
+                ptrdiff_t i = (t) + offsets[j];                                           \
+                if (i >= 0 && i < in_size) sum = MADD(w[s * taps + j], x[s][i], sum);     \
+            }                                                                             \
+        out[t] = sum;                                                                     \
+    }
+
+/* Functions of the portable set that other sets reuse. */
+#define CONVT_DECLARE_PORTABLE(S, T)                                                      \
+    void convt_portable_row_##S(ptrdiff_t sources, const T *const *x, const T *w,         \
+                                ptrdiff_t taps, const ptrdiff_t *offsets,                 \
+                                ptrdiff_t in_size, ptrdiff_t count, T *out,               \
+                                int accumulate);                                          \
+    void convt_portable_interleave_##S(T *y, const T *even, const T *odd,                 \
+                                       ptrdiff_t pairs, T bias);                          \
+    void convt_portable_store_even_##S(T *y, const T *src, ptrdiff_t count, T bias);      \
+    void convt_portable_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias);      \
+    void convt_portable_load_f16_##S(T *dst, const void *src, ptrdiff_t count);           \
+    void convt_portable_load_bf16_##S(T *dst, const void *src, ptrdiff_t count);          \
+    void convt_portable_load_f32_##S(T *dst, const void *src, ptrdiff_t count);           \
+    void convt_portable_load_f64_##S(T *dst, const void *src, ptrdiff_t count);           \
+    void convt_portable_store_f16_##S(void *dst, const T *src, ptrdiff_t count, T bias);  \
+    void convt_portable_store_bf16_##S(void *dst, const T *src, ptrdiff_t count, T bias); \
+    void convt_portable_store_f32_##S(void *dst, const T *src, ptrdiff_t count, T bias);  \
+    void convt_portable_store_f64_##S(void *dst, const T *src, ptrdiff_t count, T bias);
+CONVT_DECLARE_PORTABLE(f32, float)
+CONVT_DECLARE_PORTABLE(f64, double)
+
+/* Conversion tables in storage order (CONVT_F16, CONVT_BF16, CONVT_F32, CONVT_F64). */
+#define CONVT_PORTABLE_LOADS(S)                                                           \
+    {convt_portable_load_f16_##S, convt_portable_load_bf16_##S,                           \
+     convt_portable_load_f32_##S, convt_portable_load_f64_##S}
+#define CONVT_PORTABLE_STORES(S)                                                          \
+    {convt_portable_store_f16_##S, convt_portable_store_bf16_##S,                         \
+     convt_portable_store_f32_##S, convt_portable_store_f64_##S}
+
+#ifdef CONVT_X86_64
+/* AVX2 pieces the AVX-512 set reuses (memory-bound: wider vectors gain nothing). */
+#define CONVT_DECLARE_AVX2(S, T)                                                          \
+    void convt_avx2_row_##S(ptrdiff_t sources, const T *const *x, const T *w,             \
+                            ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,  \
+                            ptrdiff_t count, T *out, int accumulate);                     \
+    void convt_avx2_interleave_##S(T *y, const T *even, const T *odd, ptrdiff_t pairs,    \
+                                   T bias);                                               \
+    void convt_avx2_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias);
+CONVT_DECLARE_AVX2(f32, float)
+CONVT_DECLARE_AVX2(f64, double)
+void convt_avx2_load_f16_f32(float *dst, const void *src, ptrdiff_t count);
+void convt_avx2_load_bf16_f32(float *dst, const void *src, ptrdiff_t count);
+void convt_avx2_load_f32_f32(float *dst, const void *src, ptrdiff_t count);
+void convt_avx2_load_f64_f64(double *dst, const void *src, ptrdiff_t count);
+void convt_avx2_store_f16_f32(void *dst, const float *src, ptrdiff_t count, float bias);
+void convt_avx2_store_bf16_f32(void *dst, const float *src, ptrdiff_t count, float bias);
+void convt_avx2_store_f32_f32(void *dst, const float *src, ptrdiff_t count, float bias);
+void convt_avx2_store_f64_f64(void *dst, const double *src, ptrdiff_t count, double bias);
+#define CONVT_AVX2_LOADS_F32                                                              \
+    {convt_avx2_load_f16_f32, convt_avx2_load_bf16_f32, convt_avx2_load_f32_f32,          \
+     convt_portable_load_f64_f32}
+#define CONVT_AVX2_STORES_F32                                                             \
+    {convt_avx2_store_f16_f32, convt_avx2_store_bf16_f32, convt_avx2_store_f32_f32,       \
+     convt_portable_store_f64_f32}
+#define CONVT_AVX2_LOADS_F64                                                              \
+    {convt_portable_load_f16_f64, convt_portable_load_bf16_f64,                           \
+     convt_portable_load_f32_f64, convt_avx2_load_f64_f64}
+#define CONVT_AVX2_STORES_F64                                                             \
+    {convt_portable_store_f16_f64, convt_portable_store_bf16_f64,                         \
+     convt_portable_store_f32_f64, convt_avx2_store_f64_f64}
+#endif
+
+#endif /* CONVT_SETS_H */

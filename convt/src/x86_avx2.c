@@ -1,0 +1,260 @@
+/* The AVX2 + FMA kernel set (x86-64 CPUs from Haswell and Zen 1 on; F16C is
+ * required too: every AVX2 CPU has it).
+ *
+ * GEMM: 6 rows x 2 vectors (16 floats or 8 doubles): 12 accumulators, 2 loads
+ * and 6 broadcasts per step of depth, FMA-bound on every AVX2 core.  The 16
+ * YMM registers leave no room for block totals, so each block is added to C in
+ * memory (which is the families' arithmetic anyway).  B rows straddling cache
+ * lines cost ~10%, so the first row block of a tile may copy them for the
+ * others (gemm_pack).
+ */
+#include "sets.h"
+
+#ifdef CONVT_X86_64
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define AVX2 CONVT_TARGET("avx2,fma,f16c")
+#define MR 6
+
+/* One row i < ROWS of the block: broadcast a[i], two FMAs. */
+#define ROW_STEP(i, ROWS, BROADCAST, FMA, ci0, ci1)                                       \
+    if ((i) < (ROWS)) {                                                                   \
+        x = BROADCAST(a + (i));                                                           \
+        ci0 = FMA(x, b0, ci0);                                                            \
+        ci1 = FMA(x, b1, ci1);                                                            \
+    }
+#define ROW_FINISH(i, ROWS, LOAD, STORE, ADD, W, ci0, ci1)                                \
+    if ((i) < (ROWS)) {                                                                   \
+        if (accumulate) {                                                                 \
+            ci0 = ADD(LOAD(c + (i) * ldc), ci0);                                          \
+            ci1 = ADD(LOAD(c + (i) * ldc + W), ci1);                                      \
+        }                                                                                 \
+        STORE(c + (i) * ldc, ci0);                                                        \
+        STORE(c + (i) * ldc + W, ci1);                                                    \
+    }
+
+/* ROWS is a constant, so unused rows compile away. */
+#define DEFINE_GEMM(NAME, ROWS, PACK, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)  \
+    AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
+                          const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate,  \
+                          T *pack_to)                                                     \
+    {                                                                                     \
+        ptrdiff_t k = 0, end;                                                             \
+        (void)pack_to;                                                                    \
+        while (k < depth) {                                                               \
+            V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
+            V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;           \
+            end = k + block < depth ? k + block : depth;                                  \
+            for (; k < end; ++k, a += (ROWS)) {                                           \
+                const T *row = b + offsets[k];                                            \
+                V b0 = LOAD(row), b1 = LOAD(row + W), x;                                  \
+                if (PACK) {                                                               \
+                    STORE(pack_to + 2 * W * k, b0);                                       \
+                    STORE(pack_to + 2 * W * k + W, b1);                                   \
+                }                                                                         \
+                ROW_STEP(0, ROWS, BROADCAST, FMA, c00, c01)                               \
+                ROW_STEP(1, ROWS, BROADCAST, FMA, c10, c11)                               \
+                ROW_STEP(2, ROWS, BROADCAST, FMA, c20, c21)                               \
+                ROW_STEP(3, ROWS, BROADCAST, FMA, c30, c31)                               \
+                ROW_STEP(4, ROWS, BROADCAST, FMA, c40, c41)                               \
+                ROW_STEP(5, ROWS, BROADCAST, FMA, c50, c51)                               \
+            }                                                                             \
+            ROW_FINISH(0, ROWS, LOAD, STORE, ADD, W, c00, c01)                            \
+            ROW_FINISH(1, ROWS, LOAD, STORE, ADD, W, c10, c11)                            \
+            ROW_FINISH(2, ROWS, LOAD, STORE, ADD, W, c20, c21)                            \
+            ROW_FINISH(3, ROWS, LOAD, STORE, ADD, W, c30, c31)                            \
+            ROW_FINISH(4, ROWS, LOAD, STORE, ADD, W, c40, c41)                            \
+            ROW_FINISH(5, ROWS, LOAD, STORE, ADD, W, c50, c51)                            \
+            accumulate = 1;                                                               \
+        }                                                                                 \
+    }
+
+#define GEMM_F32(NAME, ROWS, PACK)                                                        \
+    DEFINE_GEMM(NAME, ROWS, PACK, float, __m256, _mm256_setzero_ps, _mm256_loadu_ps,      \
+                _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps, 8)
+#define GEMM_F64(NAME, ROWS, PACK)                                                        \
+    DEFINE_GEMM(NAME, ROWS, PACK, double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,    \
+                _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_add_pd, 4)
+#define GEMM_ROWS(TYPE, PACK, P)                                                          \
+    GEMM_##TYPE(gemm_##TYPE##_r1##P, 1, PACK) GEMM_##TYPE(gemm_##TYPE##_r2##P, 2, PACK)   \
+    GEMM_##TYPE(gemm_##TYPE##_r3##P, 3, PACK) GEMM_##TYPE(gemm_##TYPE##_r4##P, 4, PACK)   \
+    GEMM_##TYPE(gemm_##TYPE##_r5##P, 5, PACK) GEMM_##TYPE(gemm_##TYPE##_r6##P, 6, PACK)
+GEMM_ROWS(F32, 0, )
+GEMM_ROWS(F32, 1, _pack)
+GEMM_ROWS(F64, 0, )
+GEMM_ROWS(F64, 1, _pack)
+#define GEMM_TABLE(TYPE, P)                                                               \
+    {gemm_##TYPE##_r1##P, gemm_##TYPE##_r2##P, gemm_##TYPE##_r3##P,                       \
+     gemm_##TYPE##_r4##P, gemm_##TYPE##_r5##P, gemm_##TYPE##_r6##P}
+
+/* Direct-engine rows: the interior in blocks of 4 vectors (32 floats or 16
+ * doubles), then single vectors; each block sums every (source, tap) with one
+ * broadcast and four FMAs; the edges are fused scalar sums of the taps inside. */
+#define DEFINE_ROW(NAME, T, V, W, SETZERO, LOAD, STORE, BROADCAST, FMA, SCALAR_FMA)       \
+    AVX2 void NAME(ptrdiff_t sources, const T *const *x, const T *w, ptrdiff_t taps,      \
+                   const ptrdiff_t *offsets, ptrdiff_t in_size, ptrdiff_t count, T *out,  \
+                   int accumulate)                                                        \
+    {                                                                                     \
+        ptrdiff_t t, lo, hi, s, j;                                                        \
+        convt_row_interior(taps, offsets, in_size, count, &lo, &hi);                      \
+        for (t = 0; t < lo; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                         \
+        for (t = lo; t + 4 * W <= hi; t += 4 * W) {                                       \
+            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
+            V a1 = accumulate ? LOAD(out + t + W) : SETZERO();                            \
+            V a2 = accumulate ? LOAD(out + t + 2 * W) : SETZERO();                        \
+            V a3 = accumulate ? LOAD(out + t + 3 * W) : SETZERO();                        \
+            for (s = 0; s < sources; ++s)                                                 \
+                for (j = 0; j < taps; ++j) {                                              \
+                    const T *row = x[s] + t + offsets[j];                                 \
+                    V weight = BROADCAST(w + s * taps + j);                               \
+                    a0 = FMA(weight, LOAD(row), a0);                                      \
+                    a1 = FMA(weight, LOAD(row + W), a1);                                  \
+                    a2 = FMA(weight, LOAD(row + 2 * W), a2);                              \
+                    a3 = FMA(weight, LOAD(row + 3 * W), a3);                              \
+                }                                                                         \
+            STORE(out + t, a0);                                                           \
+            STORE(out + t + W, a1);                                                       \
+            STORE(out + t + 2 * W, a2);                                                   \
+            STORE(out + t + 3 * W, a3);                                                   \
+        }                                                                                 \
+        for (; t + W <= hi; t += W) {                                                     \
+            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
+            for (s = 0; s < sources; ++s)                                                 \
+                for (j = 0; j < taps; ++j)                                                \
+                    a0 = FMA(BROADCAST(w + s * taps + j), LOAD(x[s] + t + offsets[j]), a0); \
+            STORE(out + t, a0);                                                           \
+        }                                                                                 \
+        for (; t < count; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                           \
+    }
+DEFINE_ROW(convt_avx2_row_f32, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps,
+           _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, fmaf)
+DEFINE_ROW(convt_avx2_row_f64, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd,
+           _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma)
+
+/* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order. */
+#define DEFINE_INTERLEAVE(NAME, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI, PERMUTE, STORE) \
+    AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)            \
+    {                                                                                     \
+        V b = SET1(bias);                                                                 \
+        ptrdiff_t i = 0;                                                                  \
+        for (; i + (W) <= pairs; i += (W)) {                                              \
+            V e = ADD(LOAD(even + i), b), o = ADD(LOAD(odd + i), b);                      \
+            V lo = UNPACKLO(e, o), hi = UNPACKHI(e, o);                                   \
+            STORE(y + 2 * i, PERMUTE(lo, hi, 0x20));                                      \
+            STORE(y + 2 * i + (W), PERMUTE(lo, hi, 0x31));                                \
+        }                                                                                 \
+        for (; i < pairs; ++i) {                                                          \
+            y[2 * i] = even[i] + bias;                                                    \
+            y[2 * i + 1] = odd[i] + bias;                                                 \
+        }                                                                                 \
+    }
+DEFINE_INTERLEAVE(convt_avx2_interleave_f32, float, __m256, 8, _mm256_set1_ps,
+                  _mm256_loadu_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
+                  _mm256_permute2f128_ps, _mm256_storeu_ps)
+DEFINE_INTERLEAVE(convt_avx2_interleave_f64, double, __m256d, 4, _mm256_set1_pd,
+                  _mm256_loadu_pd, _mm256_add_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
+                  _mm256_permute2f128_pd, _mm256_storeu_pd)
+
+#define DEFINE_ADD_BIAS(NAME, T, V, W, SET1, LOAD, ADD, STORE)                            \
+    AVX2 void NAME(T *dst, const T *src, ptrdiff_t count, T bias)                         \
+    {                                                                                     \
+        V b = SET1(bias);                                                                 \
+        ptrdiff_t i = 0;                                                                  \
+        for (; i + (W) <= count; i += (W)) STORE(dst + i, ADD(LOAD(src + i), b));         \
+        for (; i < count; ++i) dst[i] = src[i] + bias;                                    \
+    }
+DEFINE_ADD_BIAS(convt_avx2_add_bias_f32, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
+                _mm256_add_ps, _mm256_storeu_ps)
+DEFINE_ADD_BIAS(convt_avx2_add_bias_f64, double, __m256d, 4, _mm256_set1_pd,
+                _mm256_loadu_pd, _mm256_add_pd, _mm256_storeu_pd)
+
+/* Storage conversions, 8 values per step (F16C converts exactly and rounds to
+ * nearest even like the scalar code; NaN payloads may differ). */
+AVX2 void convt_avx2_load_f16_f32(float *dst, const void *src, ptrdiff_t count)
+{
+    const uint16_t *halves = (const uint16_t *)src;
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(halves + i))));
+    for (; i < count; ++i) dst[i] = convt_half_to_float(halves[i]);
+}
+
+AVX2 void convt_avx2_store_f16_f32(void *dst, const float *src, ptrdiff_t count, float bias)
+{
+    uint16_t *halves = (uint16_t *)dst;
+    __m256 b = _mm256_set1_ps(bias);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm_storeu_si128((__m128i *)(halves + i),
+                         _mm256_cvtps_ph(_mm256_add_ps(_mm256_loadu_ps(src + i), b),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < count; ++i) halves[i] = convt_float_to_half(src[i] + bias);
+}
+
+AVX2 void convt_avx2_load_bf16_f32(float *dst, const void *src, ptrdiff_t count)
+{
+    const uint16_t *values = (const uint16_t *)src;
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(values + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+    }
+    for (; i < count; ++i) dst[i] = convt_bf16_to_float(values[i]);
+}
+
+/* Round to nearest even on the bits, as convt_float_to_bf16 does. */
+AVX2 static __m128i float_to_bf16_avx2(__m256 value)
+{
+    __m256i bits = _mm256_castps_si256(value);
+    __m256i lowest_kept = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(lowest_kept,
+                                                              _mm256_set1_epi32(0x7fff)));
+    __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(value, value, _CMP_UNORD_Q));
+    __m256i high = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
+    return _mm_packus_epi32(_mm256_castsi256_si128(high), _mm256_extracti128_si256(high, 1));
+}
+
+AVX2 void convt_avx2_store_bf16_f32(void *dst, const float *src, ptrdiff_t count, float bias)
+{
+    uint16_t *values = (uint16_t *)dst;
+    __m256 b = _mm256_set1_ps(bias);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm_storeu_si128((__m128i *)(values + i),
+                         float_to_bf16_avx2(_mm256_add_ps(_mm256_loadu_ps(src + i), b)));
+    for (; i < count; ++i) values[i] = convt_float_to_bf16(src[i] + bias);
+}
+
+void convt_avx2_load_f32_f32(float *dst, const void *src, ptrdiff_t count)
+{
+    memcpy(dst, src, (size_t)count * sizeof(float));
+}
+
+void convt_avx2_load_f64_f64(double *dst, const void *src, ptrdiff_t count)
+{
+    memcpy(dst, src, (size_t)count * sizeof(double));
+}
+
+void convt_avx2_store_f32_f32(void *dst, const float *src, ptrdiff_t count, float bias)
+{
+    convt_avx2_add_bias_f32((float *)dst, src, count, bias);
+}
+
+void convt_avx2_store_f64_f64(void *dst, const double *src, ptrdiff_t count, double bias)
+{
+    convt_avx2_add_bias_f64((double *)dst, src, count, bias);
+}
+
+#define AVX2_SET(S, TYPE, NR)                                                             \
+    const convt_kernels_##S convt_avx2_##S = {                                            \
+        "avx2", MR, NR, CONVT_SET_PACK | CONVT_SET_FUSED,                                 \
+        GEMM_TABLE(TYPE, ), GEMM_TABLE(TYPE, _pack), {0}, {{0}}, {{{0}}},                 \
+        convt_avx2_row_##S, convt_avx2_interleave_##S, convt_portable_store_even_##S,     \
+        convt_avx2_add_bias_##S, CONVT_AVX2_LOADS_##TYPE, CONVT_AVX2_STORES_##TYPE};
+AVX2_SET(f32, F32, 16)
+AVX2_SET(f64, F64, 8)
+
+#endif /* x86-64 */

@@ -1,0 +1,269 @@
+/* The AVX-512 kernel set (AVX-512F and VL, with FMA and F16C).
+ *
+ * GEMM: ROWS (<= 12) rows x 1 vector (16 floats or 8 doubles).  With 32
+ * registers the block totals stay in registers and one call covers the whole
+ * depth; there are 13 loads (12 broadcasts, one B row) per 12 FMAs, and B rows
+ * are read in place, never packed (measured on Zen 4, where 512-bit FMAs are
+ * split in two: 115-117 GFLOP/s per core against 101-109 for the AVX2 kernel).
+ * Half-width twins on 256-bit vectors serve a tile's last panel of <= 8
+ * positions.  Pair kernels compute two stride phases of a last axis at once
+ * and may store straight into y, interleaved (exact stacks, see _plan.py).
+ * Masked stores write the even outputs of a stride-2 row in whole vectors.
+ * Direct-engine rows, interleaves and conversions are memory-bound: they are
+ * the AVX2 set's.
+ */
+#include "sets.h"
+
+#ifdef CONVT_X86_64
+#include <immintrin.h>
+
+#define AVX512 CONVT_TARGET("avx512f,avx512vl,avx2,fma,f16c")
+#define MR 12
+
+/* total[i] = c's row (accumulate) or the first block sum, plus each next
+ * block sum (see kernel_set.h); odd rows read B `sibling` positions further. */
+#define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START)            \
+    {                                                                                     \
+        V acc[ROWS];                                                                      \
+        ptrdiff_t k = 0, end;                                                             \
+        int first = 1;                                                                    \
+        START                                                                             \
+        while (k < depth) {                                                               \
+            end = k + block < depth ? k + block : depth;                                  \
+            for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                              \
+            for (; k < end; ++k, a += (ROWS)) {                                           \
+                V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));    \
+                for (i = 0; i < (ROWS); ++i)                                              \
+                    acc[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, acc[i]);               \
+            }                                                                             \
+            for (i = 0; i < (ROWS); ++i) total[i] = first ? acc[i] : ADD(total[i], acc[i]); \
+            first = 0;                                                                    \
+        }                                                                                 \
+    }
+
+/* Start from c's rows when accumulating. */
+#define START_FROM_C(ROWS, LOAD, SETZERO, SIBLING)                                        \
+    for (i = 0; i < (ROWS); ++i)                                                          \
+        total[i] = accumulate ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)) : SETZERO(); \
+    first = !accumulate;
+
+#define DEFINE_GEMM(NAME, ROWS, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)               \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,                \
+                            int accumulate, T *pack_to)                                   \
+    {                                                                                     \
+        V total[ROWS];                                                                    \
+        int i;                                                                            \
+        (void)pack_to;                                                                    \
+        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                         \
+                       START_FROM_C(ROWS, LOAD, SETZERO, 0))                              \
+        for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, total[i]);                        \
+    }
+
+#define DEFINE_PAIR(NAME, ROWS, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)               \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, ptrdiff_t sibling, T *c,            \
+                            ptrdiff_t ldc, int accumulate)                                \
+    {                                                                                     \
+        V total[ROWS];                                                                    \
+        int i;                                                                            \
+        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
+                       START_FROM_C(ROWS, LOAD, SETZERO, sibling))                        \
+        for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), total[i]); \
+    }
+
+/* Storing pairs: the sums v of rows 2j and 2j + 1 are the even and odd outputs
+ * of one channel; interleaved in registers, then y = v + bias or y = y + v,
+ * rounded once to the storage type (YLOAD widens, YSTORE rounds). */
+#define DEFINE_PAIR_STORE(NAME, ROWS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE, SET1,     \
+                          FMA, ADD, PERMUTE, LOW, HIGH)                                   \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, ptrdiff_t sibling, void *y,         \
+                            ptrdiff_t ldy, int accumulate, const T *bias)                 \
+    {                                                                                     \
+        V total[ROWS];                                                                    \
+        int i;                                                                            \
+        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
+                       for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();)                 \
+        for (i = 0; i < (ROWS); i += 2) {                                                 \
+            YT *row = (YT *)y + (i / 2) * ldy;                                            \
+            V low = PERMUTE(total[i], LOW, total[i + 1]);                                 \
+            V high = PERMUTE(total[i], HIGH, total[i + 1]);                               \
+            if (accumulate) {                                                             \
+                low = ADD(YLOAD(row), low);                                               \
+                high = ADD(YLOAD(row + (W)), high);                                       \
+            } else if (bias) {                                                            \
+                low = ADD(low, SET1(bias[i / 2]));                                        \
+                high = ADD(high, SET1(bias[i / 2]));                                      \
+            }                                                                             \
+            YSTORE(row, low);                                                             \
+            YSTORE(row + (W), high);                                                      \
+        }                                                                                 \
+    }
+
+/* Vector flavours: full (512-bit) and half (256-bit) width, float and double. */
+#define ZF float, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, \
+    _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps
+#define YF float, __m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps, \
+    _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps
+#define ZD double, __m512d, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, \
+    _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd
+#define YD double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, \
+    _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd
+/* CALL(M, (a, b)) is M(a, b) once the arguments are expanded (portable to MSVC). */
+#define CALL(MACRO, ARGUMENTS) MACRO ARGUMENTS
+
+#define GEMMS(FLAVOUR, P)                                                                 \
+    CALL(DEFINE_GEMM, (P##1, 1, FLAVOUR)) CALL(DEFINE_GEMM, (P##2, 2, FLAVOUR))           \
+    CALL(DEFINE_GEMM, (P##3, 3, FLAVOUR)) CALL(DEFINE_GEMM, (P##4, 4, FLAVOUR))           \
+    CALL(DEFINE_GEMM, (P##5, 5, FLAVOUR)) CALL(DEFINE_GEMM, (P##6, 6, FLAVOUR))           \
+    CALL(DEFINE_GEMM, (P##7, 7, FLAVOUR)) CALL(DEFINE_GEMM, (P##8, 8, FLAVOUR))           \
+    CALL(DEFINE_GEMM, (P##9, 9, FLAVOUR)) CALL(DEFINE_GEMM, (P##10, 10, FLAVOUR))         \
+    CALL(DEFINE_GEMM, (P##11, 11, FLAVOUR)) CALL(DEFINE_GEMM, (P##12, 12, FLAVOUR))
+#define GEMM_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12}
+GEMMS(ZF, gemm_zf_r)
+GEMMS(YF, gemm_yf_r)
+GEMMS(ZD, gemm_zd_r)
+GEMMS(YD, gemm_yd_r)
+
+#define PAIRS(FLAVOUR, P)                                                                 \
+    CALL(DEFINE_PAIR, (P##2, 2, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, FLAVOUR))           \
+    CALL(DEFINE_PAIR, (P##6, 6, FLAVOUR)) CALL(DEFINE_PAIR, (P##8, 8, FLAVOUR))           \
+    CALL(DEFINE_PAIR, (P##10, 10, FLAVOUR)) CALL(DEFINE_PAIR, (P##12, 12, FLAVOUR))
+#define PAIR_TABLE(P) {P##2, P##4, P##6, P##8, P##10, P##12}
+PAIRS(ZF, pair_zf_r)
+PAIRS(YF, pair_yf_r)
+PAIRS(ZD, pair_zd_r)
+PAIRS(YD, pair_yd_r)
+
+/* Widening loads and rounding stores of each storage type, per width. */
+#define LOAD_F16_Z(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define STORE_F16_Z(p, v) _mm256_storeu_si256((__m256i *)(p), \
+    _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define LOAD_F16_Y(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define STORE_F16_Y(p, v) _mm_storeu_si128((__m128i *)(p), \
+    _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define LOAD_BF16_Z(p) _mm512_castsi512_ps(_mm512_slli_epi32( \
+    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define STORE_BF16_Z(p, v) _mm256_storeu_si256((__m256i *)(p), float_to_bf16_z(v))
+#define LOAD_BF16_Y(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
+    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define STORE_BF16_Y(p, v) _mm_storeu_si128((__m128i *)(p), float_to_bf16_y(v))
+
+/* Round to nearest even on the bits; NaN becomes a quiet NaN (as
+ * convt_float_to_bf16).  AVX512_BF16's instruction would flush subnormals. */
+AVX512 static __m256i float_to_bf16_z(__m512 value)
+{
+    __m512i bits = _mm512_castps_si512(value);
+    __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lowest_kept,
+                                                              _mm512_set1_epi32(0x7fff)));
+    __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+    rounded = _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+}
+
+AVX512 static __m128i float_to_bf16_y(__m256 value)
+{
+    __m256i bits = _mm256_castps_si256(value);
+    __m256i lowest_kept = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(lowest_kept,
+                                                              _mm256_set1_epi32(0x7fff)));
+    __mmask8 nan = _mm256_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+    rounded = _mm256_mask_or_epi32(rounded, nan, bits, _mm256_set1_epi32(0x00400000));
+    return _mm256_cvtepi32_epi16(_mm256_srli_epi32(rounded, 16));
+}
+
+/* Lane orders interleaving two vectors: a0 b0 a1 b1 ... (low half), then the high half. */
+#define LOW_ZF _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+#define HIGH_ZF _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
+#define LOW_YF _mm256_set_epi32(11, 3, 10, 2, 9, 1, 8, 0)
+#define HIGH_YF _mm256_set_epi32(15, 7, 14, 6, 13, 5, 12, 4)
+#define LOW_ZD _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0)
+#define HIGH_ZD _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4)
+#define LOW_YD _mm256_set_epi64x(5, 1, 4, 0)
+#define HIGH_YD _mm256_set_epi64x(7, 3, 6, 2)
+
+/* DEFINE_PAIR_STORE arguments per (storage, width) after NAME and ROWS. */
+#define ST_F32_Z float, float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
+    _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
+    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
+#define ST_F32_Y float, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
+    _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
+    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
+#define ST_F16_Z float, uint16_t, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
+    LOAD_F16_Z, STORE_F16_Z, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
+    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
+#define ST_F16_Y float, uint16_t, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
+    LOAD_F16_Y, STORE_F16_Y, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
+    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
+#define ST_BF16_Z float, uint16_t, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
+    LOAD_BF16_Z, STORE_BF16_Z, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
+    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
+#define ST_BF16_Y float, uint16_t, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
+    LOAD_BF16_Y, STORE_BF16_Y, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
+    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
+#define ST_F64_Z double, double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, \
+    _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, \
+    _mm512_permutex2var_pd, LOW_ZD, HIGH_ZD
+#define ST_F64_Y double, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, \
+    _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, \
+    _mm256_permutex2var_pd, LOW_YD, HIGH_YD
+
+#define STORES(FLAVOUR, P)                                                                \
+    CALL(DEFINE_PAIR_STORE, (P##2, 2, FLAVOUR)) CALL(DEFINE_PAIR_STORE, (P##4, 4, FLAVOUR)) \
+    CALL(DEFINE_PAIR_STORE, (P##6, 6, FLAVOUR)) CALL(DEFINE_PAIR_STORE, (P##8, 8, FLAVOUR)) \
+    CALL(DEFINE_PAIR_STORE, (P##10, 10, FLAVOUR))                                         \
+    CALL(DEFINE_PAIR_STORE, (P##12, 12, FLAVOUR))
+STORES(ST_F32_Z, store_f32_z_r)
+STORES(ST_F32_Y, store_f32_y_r)
+STORES(ST_F16_Z, store_f16_z_r)
+STORES(ST_F16_Y, store_f16_y_r)
+STORES(ST_BF16_Z, store_bf16_z_r)
+STORES(ST_BF16_Y, store_bf16_y_r)
+STORES(ST_F64_Z, store_f64_z_r)
+STORES(ST_F64_Y, store_f64_y_r)
+
+/* y[2 i] = src[i] + bias: 8 floats (4 doubles) expanded into the even lanes
+ * and written with a masked store, so the odd outputs, which another work item
+ * may be writing, are never touched. */
+#define DEFINE_STORE_EVEN(NAME, T, V, N, MASK, SET1, CAST, LOAD, EXPAND_LANES, ADD, STORE) \
+    AVX512 static void NAME(T *y, const T *src, ptrdiff_t count, T bias)                  \
+    {                                                                                     \
+        V b = SET1(bias);                                                                 \
+        ptrdiff_t i = 0;                                                                  \
+        for (; i + (N) <= count; i += (N))                                                \
+            STORE(y + 2 * i, (MASK), ADD(EXPAND_LANES((MASK), CAST(LOAD(src + i))), b));  \
+        for (; i < count; ++i) y[2 * i] = src[i] + bias;                                  \
+    }
+DEFINE_STORE_EVEN(store_even_f32, float, __m512, 8, 0x5555, _mm512_set1_ps,
+                  _mm512_castps256_ps512, _mm256_loadu_ps, _mm512_maskz_expand_ps,
+                  _mm512_add_ps, _mm512_mask_storeu_ps)
+DEFINE_STORE_EVEN(store_even_f64, double, __m512d, 4, 0x55, _mm512_set1_pd,
+                  _mm512_castpd256_pd512, _mm256_loadu_pd, _mm512_maskz_expand_pd,
+                  _mm512_add_pd, _mm512_mask_storeu_pd)
+
+#define NO_STORES {{0}, {0}}
+#define FLAGS (CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | CONVT_SET_FUSED)
+
+const convt_kernels_f32 convt_avx512_f32 = {
+    "avx512", MR, 16, FLAGS,
+    GEMM_TABLE(gemm_zf_r), {0}, GEMM_TABLE(gemm_yf_r),
+    {PAIR_TABLE(pair_zf_r), PAIR_TABLE(pair_yf_r)},
+    {{PAIR_TABLE(store_f16_z_r), PAIR_TABLE(store_f16_y_r)},
+     {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
+     {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
+     NO_STORES},
+    convt_avx2_row_f32, convt_avx2_interleave_f32, store_even_f32, convt_avx2_add_bias_f32,
+    CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32};
+
+const convt_kernels_f64 convt_avx512_f64 = {
+    "avx512", MR, 8, FLAGS,
+    GEMM_TABLE(gemm_zd_r), {0}, GEMM_TABLE(gemm_yd_r),
+    {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
+    {NO_STORES, NO_STORES, NO_STORES,
+     {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
+    convt_avx2_row_f64, convt_avx2_interleave_f64, store_even_f64, convt_avx2_add_bias_f64,
+    CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64};
+
+#endif /* x86-64 */
