@@ -74,6 +74,10 @@ DIRECT_MAX_SOURCES = 16
 # --- threads -----------------------------------------------------------------
 # More OpenMP threads than this only add workspace, never speed.
 MAX_THREADS = 256
+# Multiply-adds a thread must get before another one is woken: on 2 Zen 4 vCPUs
+# waking the second core costs 10-30 us, about 2-4 M multiply-adds of a kernel
+# at 100+ GFLOP/s per core (a 1 x 64 -> 32 k4 s2 layer on an 8x8 map has 2 M).
+MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 22
 
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
 
@@ -339,10 +343,21 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
     return replace(decision, **overrides)
 
 
-def resolve_threads(num_threads, work_items):
-    """Threads to use: all the process may use by default, never more than the work."""
+def tuning():
+    """The tuning constants now (tests and benchmarks/tune.py change them): part of
+    every cache key that a decision feeds."""
+    return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
+            MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, SUM_BLOCK_SHALLOW,
+            SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES)
+
+
+def resolve_threads(num_threads, work_items, multiply_adds):
+    """Threads to use: all the process may use by default (or ``num_threads``),
+    never more than the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each
+    can keep busy.  Results do not depend on it."""
     if num_threads is None:
         from . import _kernels
 
         num_threads = _kernels.max_threads()
-    return max(1, min(num_threads, work_items, MAX_THREADS))
+    feeds = max(1, multiply_adds // MIN_MULTIPLY_ADDS_PER_THREAD)
+    return max(1, min(num_threads, work_items, feeds, MAX_THREADS))

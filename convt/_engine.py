@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,6 +118,36 @@ def work_items(plan):
     return len(plan.items) if hasattr(plan, "items") else int(plan.layout["rows"][0])
 
 
+@dataclass(frozen=True)
+class Execution:
+    """Everything a call needs besides its arrays, made once per problem and decision."""
+
+    decision: _dispatch.Decision
+    plan: object
+    problem: np.ndarray          # PROBLEM record
+    axes: np.ndarray             # AXIS records
+    layout: np.ndarray | None    # GEMM_LAYOUT record (GEMM engine)
+
+
+def execution(problem, engine=None, kernel_set=None, **overrides):
+    """The Execution of a problem (see convt._dispatch.decide for the arguments);
+    remembered per problem, request, environment and tuning."""
+    requested = os.environ.get(_dispatch.KERNEL_SET_VARIABLE) or None
+    return _execution(problem, engine, kernel_set, requested,
+                      tuple(sorted(overrides.items())), _dispatch.tuning())
+
+
+@functools.lru_cache(maxsize=256)
+def _execution(problem, engine, kernel_set, requested, overrides, tuning):
+    environ = {} if requested is None else {_dispatch.KERNEL_SET_VARIABLE: requested}
+    decision = _dispatch.decide(problem, engine=engine, kernel_set=kernel_set, environ=environ,
+                                **dict(overrides))
+    plan = plan_for(problem, decision)
+    scalars, axes = problem_records(problem)
+    layout = gemm_layout(plan, decision) if decision.engine == "gemm" else None
+    return Execution(decision, plan, scalars, axes, layout)
+
+
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
     """Fill ``y`` with ConvTranspose(x, w, b); all arguments already validated.
 
@@ -131,39 +162,43 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
         fill_with_bias(y, b)
         return y
     problem = problem_of(x, w, y, geometry, group)
-    decision = _dispatch.decide(problem, engine=engine, kernel_set=backend, **overrides)
-    plan = plan_for(problem, decision)
-    threads = _dispatch.resolve_threads(num_threads, work_items(plan))
-    accumulation = decision.accumulation
+    run = execution(problem, engine, backend, **overrides)
+    decision = run.decision
+    threads = _dispatch.resolve_threads(num_threads, work_items(run.plan),
+                                        problem.multiply_adds())
     b_acc = None
     if b is not None and decision.engine == "gemm":
-        b_acc = np.ascontiguousarray(b, dtype=accumulation)
+        b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
     arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(w),
                       element_strides(y))
-    scalars, axes = problem_records(problem)
     if decision.engine == "direct":
-        layout = plan.layout[0]
-        workspace = np.empty((threads, layout["floats"]), dtype=accumulation)
-        scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
-        from . import _kernels
-
-        _kernels.run_direct(arrays, scalars, axes, plan, decision, workspace, scratch, threads)
-        return y
-    _run_gemm(arrays, problem, decision, plan, threads)
+        _run_direct(arrays, run, threads)
+    else:
+        _run_gemm(arrays, run, threads)
     return y
 
 
-def _run_gemm(arrays, problem, decision, plan, threads):
+def _run_direct(arrays, run, threads):
     from . import _kernels
 
+    layout = run.plan.layout[0]
+    workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
+    scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
+    _kernels.run_direct(arrays, run.problem, run.axes, run.plan, run.decision, workspace,
+                        scratch, threads)
+
+
+def _run_gemm(arrays, run, threads):
+    from . import _kernels
+
+    plan, decision = run.plan, run.decision
     if plan.needs_fill:
         fill_with_bias(arrays.y, arrays.b)
-    scalars, axes = problem_records(problem)
     accumulation = decision.accumulation
     packed = np.empty(plan.packed_size, dtype=accumulation)
-    _kernels.pack_weights(arrays, scalars, plan, packed, threads)
+    _kernels.pack_weights(arrays, run.problem, plan, packed, threads)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
-    scratch = np.empty((threads, problem.geometry.ndim), dtype=np.intp)
+    scratch = np.empty((threads, len(run.axes)), dtype=np.intp)
     guard = contextlib.nullcontext()
     if decision.kernel_set == "blas":
         # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
@@ -171,8 +206,8 @@ def _run_gemm(arrays, problem, decision, plan, threads):
 
         guard = controller().single_threaded()
     with guard:
-        _kernels.run_gemm(arrays, scalars, axes, plan, gemm_layout(plan, decision), decision,
-                          packed, workspace, scratch, threads)
+        _kernels.run_gemm(arrays, run.problem, run.axes, plan, run.layout, decision, packed,
+                          workspace, scratch, threads)
 
 
 def flop_count(x_shape, w_shape):
@@ -272,7 +307,7 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
     dtype = np.dtype(dtype)
     out_shape = layer.output_shape_for(x_shape, w_shape)
     problem = _dispatch.Problem(geometry, x_shape[0], x_shape[1], out_shape[1], group, dtype)
-    decision = _dispatch.decide(problem)
-    plan = plan_for(problem, decision)
-    threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(plan))
-    return Explanation(problem, decision, plan, threads)
+    run = execution(problem)
+    threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
+                                        problem.multiply_adds())
+    return Explanation(problem, run.decision, run.plan, threads)

@@ -5,7 +5,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from convt import _dispatch, _plan
+from convt import _dispatch
 
 settings.register_profile(
     "default",
@@ -19,12 +19,18 @@ settings.load_profile("default")
 
 
 @pytest.fixture
-def small_tiles(monkeypatch):
-    """Tiny GEMM tiles and K chunks, so small problems cross tile and chunk edges."""
+def threads_for_any_work(monkeypatch):
+    """Test problems are small: let them use the threads a test asks for, so that
+    work sharing is exercised (by default a thread needs at least
+    MIN_MULTIPLY_ADDS_PER_THREAD of work)."""
+    monkeypatch.setattr(_dispatch, "MIN_MULTIPLY_ADDS_PER_THREAD", 1)
+
+
+@pytest.fixture
+def small_tiles(monkeypatch, threads_for_any_work):
+    """Tiny GEMM tiles and K chunks, so small problems cross tile and chunk edges,
+    shared by the threads a test asks for."""
     monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 160)
     monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 160)
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", 3)
     monkeypatch.setattr(_dispatch, "MIN_TILE", 3)
-    _plan.gemm_plan.cache_clear()
-    yield
-    _plan.gemm_plan.cache_clear()

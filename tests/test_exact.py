@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from convt import ConvTranspose, _dispatch, _plan
+from convt import ConvTranspose, _dispatch
 
 from _helpers import assert_matches_reference, case_operands, plan_of, run_engine
 
@@ -46,24 +46,21 @@ def test_exact_stacks_match_reference(name, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, monkeypatch):
+def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, monkeypatch,
+                                                           threads_for_any_work):
     # whole grid rows still fit a tile, but tiles hold few rows, input channels
     # come in chunks of one or two, and row blocks split into groups
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)
     monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 160)
     monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 4 * 12 * 48)
-    _plan.gemm_plan.cache_clear()
-    try:
-        x, w, b, params = _operands(name, dtype, with_bias=True)
-        assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
-        for threads in (1, 2, 3):
-            y = run_engine("gemm-avx512", x, w, b, num_threads=threads, **params)
-            assert_matches_reference(y, x, w, b, **params)
-            if threads == 1:
-                first = y
-            np.testing.assert_array_equal(y, first)
-    finally:
-        _plan.gemm_plan.cache_clear()
+    x, w, b, params = _operands(name, dtype, with_bias=True)
+    assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
+    for threads in (1, 2, 3):
+        y = run_engine("gemm-avx512", x, w, b, num_threads=threads, **params)
+        assert_matches_reference(y, x, w, b, **params)
+        if threads == 1:
+            first = y
+        np.testing.assert_array_equal(y, first)
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "channel_slice", "strided_columns"])

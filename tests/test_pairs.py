@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from convt import _dispatch, _plan
+from convt import _dispatch
 
 from _helpers import ENGINES, assert_matches_reference, case_operands, plan_of, run_engine
 KERNEL_ENGINES = [engine for engine in ENGINES if engine.startswith("gemm-")
@@ -46,20 +46,17 @@ def test_residue_pairs_match_reference(name, dtype, engine):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_residue_pairs_across_row_tiles_chunks_and_row_groups(name, monkeypatch):
+def test_residue_pairs_across_row_tiles_chunks_and_row_groups(name, monkeypatch,
+                                                             threads_for_any_work):
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", 9)
     monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 120)
     monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 4 * 6 * 48)
-    _plan.gemm_plan.cache_clear()
-    try:
-        x, w, b, params = _operands(name, np.float32)
-        first = None
-        for engine in KERNEL_ENGINES:
-            for threads in (1, 2, 3):
-                y = run_engine(engine, x, w, b, num_threads=threads, **params)
-                assert_matches_reference(y, x, w, b, **params)
-                if first is None or threads == 1:
-                    first = y
-                np.testing.assert_array_equal(y, first)
-    finally:
-        _plan.gemm_plan.cache_clear()
+    x, w, b, params = _operands(name, np.float32)
+    first = None
+    for engine in KERNEL_ENGINES:
+        for threads in (1, 2, 3):
+            y = run_engine(engine, x, w, b, num_threads=threads, **params)
+            assert_matches_reference(y, x, w, b, **params)
+            if first is None or threads == 1:
+                first = y
+            np.testing.assert_array_equal(y, first)

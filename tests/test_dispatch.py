@@ -1,0 +1,130 @@
+"""The dispatch point: decisions, plan records, threads, CPU detection rules."""
+
+import numpy as np
+import pytest
+
+from convt import ConvTranspose, _dispatch, _engine, _kernels, _records, explain
+
+from _helpers import plan_of
+
+# CPUID words of an AVX-512 CPU (leaf 1 ecx: FMA, OSXSAVE, AVX, F16C; leaf 7 ebx:
+# AVX2, AVX-512F, BW, VL) and the XCR0 of an OS that saves every state.
+LEAF1 = (1 << 12) | (1 << 27) | (1 << 28) | (1 << 29)
+LEAF7 = (1 << 5) | (1 << 16) | (1 << 30) | (1 << 31)
+XCR0_ALL = 0xE7
+XCR0_AVX = 0x07
+
+
+def _problem(x_shape, w_shape, dtype=np.float32, **params):
+    layer = ConvTranspose(**params)
+    geometry = layer._geometry_for(x_shape, w_shape)
+    out = layer.output_shape_for(x_shape, w_shape)
+    return _dispatch.Problem(geometry, x_shape[0], x_shape[1], out[1],
+                             params.get("group", 1), np.dtype(dtype))
+
+
+def test_x86_rules_grant_what_the_cpu_and_the_os_allow():
+    decode = _kernels._decode_x86
+    assert set(decode(7, LEAF1, LEAF7, 1 << 5, XCR0_ALL, 0)) == {
+        "fma", "f16c", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512bf16"}
+    # the OS does not save ZMM state: AVX2 only
+    assert set(decode(7, LEAF1, LEAF7, 0, XCR0_AVX, 0)) == {"fma", "f16c", "avx2"}
+    # macOS enables AVX-512 state on first use: XCR0 lacks it, sysctl says yes
+    assert "avx512f" in decode(7, LEAF1, LEAF7, 0, XCR0_AVX, 1)
+    # no OSXSAVE, or no YMM state: no AVX at all, whatever the CPU has
+    assert decode(7, LEAF1 & ~(1 << 27), LEAF7, 0, XCR0_ALL, 1) == []
+    assert decode(7, LEAF1, LEAF7, 0, 0x3, 1) == []
+    # leaf 7 absent: no AVX2 even if its bits read as set
+    assert set(decode(6, LEAF1, LEAF7, 0, XCR0_ALL, 0)) == {"fma", "f16c"}
+
+
+def test_families_this_cpu_can_run_are_available():
+    features = set(_kernels.cpu_features())
+    for family in _kernels.families():
+        assert family["available"] == (set(family["requires"]) <= features)
+    assert _dispatch.available_kernel_sets()[:2] == ["blas", "portable"]
+
+
+def test_compiled_records_match_the_python_dtypes():
+    for name, (size, fields) in _kernels._compiled_records().items():
+        assert _records.RECORDS[name].names == tuple(fields)
+        assert _records.RECORDS[name].itemsize == size
+
+
+def test_plans_are_read_only():
+    x = np.empty((1, 8, 6, 6), np.float32)
+    w = np.empty((8, 4, 4, 4), np.float32)
+    _, plan = plan_of("portable", x, w, strides=(2, 2), pads=(1, 1, 1, 1))
+    for name in ("stacks", "stack_axes", "phases", "items", "buffer_offsets", "block_starts"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(plan, name).flat[0] = 0
+
+
+def test_engine_choice_follows_the_work_per_output():
+    depthwise_k2 = _problem((1, 8, 16, 16), (8, 1, 2, 2), strides=(2, 2), group=8)
+    dense = _problem((1, 8, 16, 16), (8, 4, 4, 4), strides=(2, 2))
+    assert _dispatch.decide(depthwise_k2).engine == "direct"
+    assert _dispatch.decide(dense).engine == "gemm"
+
+
+def test_flags_come_from_the_kernel_set(monkeypatch):
+    dense = _problem((1, 8, 16, 16), (8, 4, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))
+    portable = _dispatch.decide(dense, kernel_set="portable")
+    assert not portable.blocking.exact_stacks and not portable.half_panels
+    blas = _dispatch.decide(dense, kernel_set="blas")
+    assert blas.blocking.mr == 0 and blas.pack_min_blocks == 0
+    if "avx512" in _dispatch.available_kernel_sets():
+        avx512 = _dispatch.decide(dense, kernel_set="avx512")
+        assert avx512.blocking.exact_stacks and avx512.masked_stores and avx512.half_panels
+        strided_y = _dispatch.Problem(**{**dense.__dict__, "y_rows_contiguous": False})
+        assert not _dispatch.decide(strided_y, kernel_set="avx512").blocking.store_direct
+
+
+def test_unavailable_or_unknown_kernel_sets_are_refused():
+    dense = _problem((1, 8, 16, 16), (8, 4, 4, 4), strides=(2, 2))
+    with pytest.raises(ValueError, match="cannot run on this machine"):
+        _dispatch.decide(dense, kernel_set="no-such-set")
+    with pytest.raises(ValueError, match="CONVT_GEMM_BACKEND='nope' cannot be used here"):
+        _dispatch.decide(dense, environ={"CONVT_GEMM_BACKEND": "nope"})
+
+
+def test_tiny_problems_stay_on_one_thread(monkeypatch):
+    monkeypatch.setattr(_dispatch, "MIN_MULTIPLY_ADDS_PER_THREAD", 1 << 22)
+    tiny = _problem((1, 64, 8, 8), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))
+    large = _problem((1, 64, 64, 64), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))
+    assert _dispatch.resolve_threads(8, 100, tiny.multiply_adds()) == 1
+    assert _dispatch.resolve_threads(8, 100, large.multiply_adds()) == 8
+    assert _dispatch.resolve_threads(8, 3, large.multiply_adds()) == 3
+
+
+def test_small_layers_are_cut_into_work_items_for_every_thread():
+    # 1 x 64 -> 32 channels, 32x32, k4 s2 p1 was a single work item
+    x = np.empty((1, 64, 32, 32), np.float32)
+    w = np.empty((64, 32, 4, 4), np.float32)
+    for kernel_set in _dispatch.available_kernel_sets():
+        _, plan = plan_of(kernel_set, x, w, strides=(2, 2), pads=(1, 1, 1, 1))
+        assert len(plan.items) >= 4, kernel_set
+
+
+def test_explain_reports_the_decision():
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    report = explain(layer, (1, 64, 32, 32), (64, 32, 4, 4), np.float32)
+    text = str(report)
+    assert report.decision.engine == "gemm"
+    assert f"kernel set {report.decision.kernel_set}" in text
+    assert "stack 0:" in text and "work items" in text
+    direct = explain(ConvTranspose(strides=(2,)), (1, 1, 100), (1, 1, 2), np.float64)
+    assert direct.decision.engine == "direct" and "output rows" in str(direct)
+
+
+def test_explain_matches_what_apply_runs(monkeypatch):
+    # the decision explain shows is the one compute takes for C-contiguous arrays
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    x = np.ones((1, 16, 8, 8), np.float32)
+    w = np.ones((16, 8, 4, 4), np.float32)
+    seen = []
+    original = _engine.execution
+    monkeypatch.setattr(_engine, "execution",
+                        lambda *args, **kw: seen.append(original(*args, **kw)) or seen[-1])
+    layer.apply(x, w)
+    assert seen[0].decision == explain(layer, x.shape, w.shape, x.dtype).decision
