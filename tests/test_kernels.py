@@ -1,0 +1,410 @@
+"""Every kernel of every kernel set against its family's scalar reference.
+
+The references (convt/src/reference.c) define each family's arithmetic: fused
+multiply-adds in a documented order.  Sets flagged fused must match them bit
+for bit; the others within the rounding bound of their own order.  Calls run
+over all row counts 1..MR, odd depths, summation blocks, accumulate on and
+off, every alignment of the B offsets, half panels and planted NaN/Inf; output
+buffers carry guard zones that must stay untouched.
+
+A family this CPU cannot run is reported as skipped, by name.
+
+Run them alone with ``python -m pytest -m kernels``.
+"""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from convt import _dispatch, _kernels
+
+pytestmark = pytest.mark.kernels
+
+FAMILIES = [family["name"] for family in _kernels.families()]
+ACCUMULATIONS = [np.float32, np.float64]
+STORAGE = _dispatch.STORAGE
+GUARD = 7  # sentinel elements around every output region
+SENTINEL = -1234.5
+
+
+def _family(name):
+    family = next(f for f in _dispatch.families() if f.name == name)
+    if not family.available:
+        pytest.skip(f"kernel family {name!r} needs CPU features this machine lacks: "
+                    f"{next(f['requires'] for f in _kernels.families() if f['name'] == name)}")
+    return family
+
+
+def _kernel_set(name, acc):
+    return _family(name).kernel_set(acc)
+
+
+def _eps(acc):
+    return np.finfo(acc).eps / 2
+
+
+def _guarded(size, acc, rng, fill=True):
+    """An array with SENTINEL guards on both sides; returns (whole, inner view)."""
+    whole = np.full(size + 2 * GUARD, SENTINEL, dtype=acc)
+    inner = whole[GUARD:GUARD + size]
+    if fill:
+        inner[:] = rng.standard_normal(size)
+    return whole, inner
+
+
+def _assert_guards(whole):
+    assert np.all(whole[:GUARD] == SENTINEL) and np.all(whole[-GUARD:] == SENTINEL), \
+        "a kernel wrote outside its output"
+
+
+def _assert_close(got, expected, bound, fused):
+    """Bitwise where the set is fused, else within ``bound``; NaN where the reference has NaN."""
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan), "NaN positions differ from the reference"
+    if fused:
+        assert np.array_equal(got[~nan], expected[~nan]), (
+            f"not bitwise equal to the reference: max difference "
+            f"{np.max(np.abs(got[~nan] - expected[~nan]))}")
+        return
+    infinite = np.isinf(expected)
+    assert np.array_equal(got[infinite], expected[infinite])
+    finite = ~nan & ~infinite
+    error = np.abs(got[finite].astype(np.float64) - expected[finite])
+    assert np.all(error <= bound[finite]), f"error {error.max()} above the rounding bound"
+
+
+def _gemm_spec(rng, acc, rows, width, depth, block, offsets_kind, sibling=0):
+    """Operands of one GEMM-family call: A [depth][rows], B rows at `offsets`."""
+    lanes = 64 // np.dtype(acc).itemsize
+    if offsets_kind == "varying":
+        offsets = np.arange(depth) * 37 + rng.integers(0, lanes)
+    else:  # every row at the same misalignment
+        offsets = np.arange(depth) * (4 * lanes) + offsets_kind
+    offsets = offsets.astype(np.intp)
+    b = rng.standard_normal(int(offsets.max()) + width + sibling + 1).astype(acc)
+    a = rng.standard_normal(depth * rows).astype(acc)
+    return SimpleNamespace(a=a, b=b, offsets=offsets, depth=depth, block=block, rows=rows,
+                           width=width, sibling=sibling, half=0, storage=0, bias=None,
+                           pack_to=None, accumulate=0)
+
+
+def _plant_non_finite(rng, spec):
+    """NaN and Inf at random places of A and B."""
+    for array in (spec.a, spec.b):
+        picks = rng.choice(array.size, size=2, replace=False)
+        array[picks[0]] = np.nan
+        array[picks[1]] = rng.choice([np.inf, -np.inf])
+
+
+def _products_bound(spec, acc, c_in):
+    """(n + 3) u (sum |a b| + |c|): a bound for any order of summation."""
+    a = np.abs(spec.a.astype(np.float64)).reshape(spec.depth, spec.rows)
+    rows = []
+    for i in range(spec.rows):
+        shift = spec.sibling if i % 2 else 0
+        b = np.abs(spec.b.astype(np.float64))[spec.offsets[:, None] + shift + np.arange(spec.width)]
+        rows.append(a[:, i] @ b)
+    return (spec.depth + 3) * _eps(acc) * (np.array(rows) + np.abs(c_in))
+
+
+def _call_gemm(spec, family, kernel, ldc, c_in):
+    """Run `kernel` of `family` (or the reference) on a guarded C; return C's rows."""
+    acc = spec.a.dtype
+    rows_span = (spec.rows - 1) * ldc + spec.sibling + spec.width
+    whole, inner = _guarded(rows_span, acc, np.random.default_rng(0), fill=False)
+    inner[:] = c_in
+    spec = SimpleNamespace(**{**spec.__dict__, "family": family, "kernel": kernel, "out": inner,
+                              "ldc": ldc})
+    _kernels._run_gemm_family(spec)
+    _assert_guards(whole)
+    return np.array([inner[i * ldc + (spec.sibling if i % 2 else 0):][:spec.width]
+                     for i in range(spec.rows)])
+
+
+DEPTH_BLOCKS = [(1, 32), (3, 1), (17, 7), (100, 32), (257, 64)]
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("kernel", ["gemm", "gemm_pack", "half"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gemm_kernels_match_the_reference(family, kernel, acc):
+    kernels = _kernel_set(family, acc)
+    flag = {"gemm": None, "gemm_pack": _dispatch.SET_PACK, "half": _dispatch.SET_HALF}[kernel]
+    if flag is not None and not kernels.has(flag):
+        pytest.skip(f"{family} has no {kernel} kernels (flag off)")
+    width = kernels.nr // 2 if kernel == "half" else kernels.nr
+    fused = kernels.has(_dispatch.SET_FUSED)
+    rng = np.random.default_rng(1)
+    lanes = 64 // np.dtype(acc).itemsize
+    for rows in range(1, kernels.mr + 1):
+        for depth, block in DEPTH_BLOCKS:
+            for accumulate in (0, 1):
+                alignment = (rows + depth) % lanes
+                for offsets_kind in ("varying", alignment):
+                    spec = _gemm_spec(rng, acc, rows, width, depth, block, offsets_kind)
+                    spec.accumulate = accumulate
+                    ldc = width + 3
+                    c_in = rng.standard_normal((rows - 1) * ldc + width).astype(acc)
+                    if kernel == "gemm_pack":
+                        spec.pack_to = np.full(depth * width, SENTINEL, acc)
+                    expected = _call_gemm(spec, "reference", "gemm", ldc, c_in)
+                    packed = None if spec.pack_to is None else spec.pack_to.copy()
+                    if spec.pack_to is not None:
+                        spec.pack_to[:] = SENTINEL
+                    got = _call_gemm(spec, family, kernel, ldc, c_in)
+                    start = np.array([c_in[i * ldc:i * ldc + width] for i in range(rows)])
+                    bound = _products_bound(spec, acc, start if accumulate else 0)
+                    _assert_close(got, expected, bound, fused)
+                    if packed is not None:
+                        assert np.array_equal(spec.pack_to, packed), "packed B rows differ"
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("kernel", ["gemm", "half"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gemm_kernels_propagate_nan_and_inf(family, kernel, acc):
+    kernels = _kernel_set(family, acc)
+    if kernel == "half" and not kernels.has(_dispatch.SET_HALF):
+        pytest.skip(f"{family} has no half kernels")
+    width = kernels.nr // 2 if kernel == "half" else kernels.nr
+    rng = np.random.default_rng(2)
+    for rows in range(1, kernels.mr + 1):
+        for trial in range(4):
+            spec = _gemm_spec(rng, acc, rows, width, 40, 16, "varying")
+            _plant_non_finite(rng, spec)
+            spec.accumulate = trial % 2
+            c_in = rng.standard_normal((rows - 1) * width + width).astype(acc)
+            expected = _call_gemm(spec, "reference", "gemm", width, c_in)
+            got = _call_gemm(spec, family, kernel, width, c_in)
+            assert np.isnan(expected).any()
+            bound = _products_bound(spec, acc, c_in.reshape(rows, width) if spec.accumulate else 0)
+            _assert_close(got, expected, bound, kernels.has(_dispatch.SET_FUSED))
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pair_kernels_match_the_reference(family, acc):
+    kernels = _kernel_set(family, acc)
+    if not kernels.has(_dispatch.SET_PAIRS):
+        pytest.skip(f"{family} has no pair kernels (flag off)")
+    fused = kernels.has(_dispatch.SET_FUSED)
+    rng = np.random.default_rng(3)
+    for half in (0, 1):
+        width = kernels.nr // 2 if half else kernels.nr
+        for rows in range(2, kernels.mr + 1, 2):
+            for depth, block in DEPTH_BLOCKS:
+                for sibling in (1, 5):
+                    spec = _gemm_spec(rng, acc, rows, width, depth, block, "varying", sibling)
+                    spec.half = half
+                    spec.accumulate = depth % 2
+                    if depth == 100:
+                        _plant_non_finite(rng, spec)
+                    ldc = width + sibling + 2
+                    c_in = rng.standard_normal((rows - 1) * ldc + sibling + width).astype(acc)
+                    expected = _call_gemm(spec, "reference", "pair", ldc, c_in)
+                    got = _call_gemm(spec, family, "pair", ldc, c_in)
+                    bound = _products_bound(spec, acc, np.abs(c_in).max())
+                    _assert_close(got, expected, bound, fused)
+
+
+def _pair_store_storages(acc):
+    return ["float16", "bfloat16", "float32"] if acc == np.float32 else ["float64"]
+
+
+def _storage_array(name, values):
+    """values (float64) rounded to storage `name`, as an array the kernels can address
+    (bfloat16 as its uint16 bits, rounded to nearest even by the reference)."""
+    if name == "bfloat16":
+        bits = np.asarray(values, np.float32).view(np.uint32)
+        rounded = bits + 0x7FFF + ((bits >> 16) & 1)
+        return (rounded >> 16).astype(np.uint16)
+    return np.asarray(values, dtype=name)
+
+
+def _storage_values(name, array):
+    """The values of a storage array as float64 (narrow types may be held as uint16 bits)."""
+    if name == "bfloat16":
+        return (array.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if name == "float16" and array.dtype == np.uint16:
+        array = array.view(np.float16)
+    return array.astype(np.float64)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pair_store_kernels_match_the_reference(family, acc):
+    kernels = _kernel_set(family, acc)
+    if not kernels.has(_dispatch.SET_PAIRS):
+        pytest.skip(f"{family} has no pair kernels (flag off)")
+    rng = np.random.default_rng(4)
+    for storage in _pair_store_storages(acc):
+        for half in (0, 1):
+            width = kernels.nr // 2 if half else kernels.nr
+            for rows in range(2, kernels.mr + 1, 2):
+                for depth, block in DEPTH_BLOCKS[::2]:
+                    for accumulate, with_bias in ((0, True), (0, False), (1, False)):
+                        spec = _gemm_spec(rng, acc, rows, width, depth, block, "varying", 3)
+                        spec.half, spec.storage, spec.accumulate = half, STORAGE[storage], accumulate
+                        spec.bias = rng.standard_normal(rows // 2).astype(acc) if with_bias else None
+                        if depth == 257:
+                            _plant_non_finite(rng, spec)
+                        ldy = 2 * width + 5
+                        start = _storage_array(storage, rng.standard_normal((rows // 2) * ldy))
+                        results = {}
+                        for name in ("reference", family):
+                            y = start.copy()
+                            call = SimpleNamespace(**{**spec.__dict__, "family": name,
+                                                      "kernel": "pair_store", "out": y, "ldc": ldy})
+                            _kernels._run_gemm_family(call)
+                            results[name] = _storage_values(storage, y)
+                        untouched = np.ones(start.shape, bool)
+                        for j in range(rows // 2):
+                            untouched[j * ldy:j * ldy + 2 * width] = False
+                        assert np.array_equal(results[family][untouched],
+                                              _storage_values(storage, start)[untouched])
+                        # narrow storages round once from the same float: equal unless the
+                        # set is not fused; NaN payloads may differ
+                        _assert_close(results[family], results["reference"],
+                                      np.full(start.shape, np.inf), kernels.has(_dispatch.SET_FUSED))
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_row_kernels_match_the_reference(family, acc):
+    kernels = _kernel_set(family, acc)
+    fused = kernels.has(_dispatch.SET_FUSED)
+    rng = np.random.default_rng(5)
+    for sources in (1, 2, 5, 16):
+        for taps in (1, 2, 3, 5):
+            for in_size, count in ((1, 3), (7, 9), (40, 37), (70, 80)):
+                for accumulate in (0, 1):
+                    offsets = np.sort(rng.integers(-3, 4, taps)).astype(np.intp)
+                    x = [rng.standard_normal(in_size).astype(acc) for _ in range(sources)]
+                    w = rng.standard_normal(sources * taps).astype(acc)
+                    if sources == 5 and taps == 3:
+                        x[1][in_size // 2] = np.nan
+                        w[0] = np.inf
+                    out_in = rng.standard_normal(count).astype(acc)
+                    results = {}
+                    for name in ("reference", family):
+                        whole, inner = _guarded(count, acc, rng, fill=False)
+                        inner[:] = out_in
+                        _kernels._run_row(SimpleNamespace(
+                            family=name, x=x, w=w, taps=taps, offsets=offsets, in_size=in_size,
+                            count=count, out=inner, accumulate=accumulate))
+                        _assert_guards(whole)
+                        results[name] = inner.copy()
+                    magnitude = np.zeros(count)
+                    for s in range(sources):
+                        for j in range(taps):
+                            index = np.arange(count) + offsets[j]
+                            inside = (index >= 0) & (index < in_size)
+                            magnitude[inside] += abs(float(w[s * taps + j])) * np.abs(
+                                x[s][index[inside]].astype(np.float64))
+                    bound = (sources * taps + 3) * _eps(acc) * (magnitude + np.abs(out_in))
+                    _assert_close(results[family], results["reference"], bound, fused)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_run_kernels_match_the_reference(family, acc):
+    _kernel_set(family, acc)
+    rng = np.random.default_rng(6)
+    for kernel in ("interleave", "store_even", "add_bias"):
+        for count in list(range(0, 20)) + [31, 64, 67]:
+            src = rng.standard_normal(count).astype(acc)
+            odd = rng.standard_normal(count).astype(acc)
+            if count > 3:
+                src[1], odd[2] = np.nan, -np.inf
+            size = 2 * count if kernel != "add_bias" else count
+            outputs = {}
+            for name in ("reference", family):
+                whole, inner = _guarded(size, acc, np.random.default_rng(count))
+                _kernels._run_runs(SimpleNamespace(
+                    family=name, kernel=kernel, acc=acc, src=src, odd=odd, out=inner, raw=None,
+                    count=count, bias=0.25, storage=0))
+                _assert_guards(whole)
+                outputs[name] = inner.copy()
+            assert np.array_equal(outputs[family], outputs["reference"], equal_nan=True), kernel
+
+
+# float32 values that stress the narrow conversions: ties, subnormals, overflow.
+def _stress_floats(rng):
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65520.0, 65519.99,
+                         2.0**-24, 2.0**-25, 3 * 2.0**-26, 6.1e-5, 1 + 2.0**-11, 1 + 3 * 2.0**-11,
+                         3.0e38, 3.4028235e38, 1 + 2.0**-8, 1 + 3 * 2.0**-8, 1e-40, -1e-45],
+                        np.float32)
+    return np.concatenate([specials, rng.standard_normal(300).astype(np.float32) * 1e3,
+                           (rng.standard_normal(200) * 1e-6).astype(np.float32)])
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_storage_conversions_match_the_reference(family, acc):
+    _kernel_set(family, acc)
+    rng = np.random.default_rng(8)
+    bit_patterns = np.arange(2**16, dtype=np.uint16)
+    for storage in STORAGE:
+        code = STORAGE[storage]
+        if storage in ("float16", "bfloat16"):
+            raw = bit_patterns
+            values = _stress_floats(rng).astype(acc)
+        else:
+            values = np.concatenate([_stress_floats(rng), rng.standard_normal(50)]).astype(acc)
+            raw = values.astype(storage)
+        loaded, stored = {}, {}
+        for name in ("reference", family):
+            out = np.empty(raw.size, acc)
+            _kernels._run_runs(SimpleNamespace(family=name, kernel="load", acc=acc, src=None,
+                                               odd=None, out=out, raw=raw, count=raw.size,
+                                               bias=0.0, storage=code))
+            loaded[name] = out
+            target = np.zeros(values.size, raw.dtype)
+            _kernels._run_runs(SimpleNamespace(family=name, kernel="store", acc=acc, src=values,
+                                               odd=None, out=None, raw=target, count=values.size,
+                                               bias=0.5, storage=code))
+            stored[name] = target
+        assert np.array_equal(loaded[family], loaded["reference"], equal_nan=True), storage
+        bits_equal = stored[family].view(np.uint8) == stored["reference"].view(np.uint8)
+        decoded = _storage_values(storage, stored[family])
+        assert np.all(bits_equal.reshape(values.size, -1).all(axis=1) | np.isnan(decoded)), storage
+    # the reference itself: float16 exactly as NumPy converts
+    halves = np.empty(2**16, np.float32)
+    _kernels._run_runs(SimpleNamespace(family="reference", kernel="load", acc=np.float32,
+                                       src=None, odd=None, out=halves, raw=bit_patterns,
+                                       count=2**16, bias=0.0, storage=STORAGE["float16"]))
+    assert np.array_equal(halves, bit_patterns.view(np.float16).astype(np.float32), equal_nan=True)
+    floats = _stress_floats(rng)
+    rounded = np.empty(floats.size, np.uint16)
+    _kernels._run_runs(SimpleNamespace(family="reference", kernel="store", acc=np.float32,
+                                       src=floats, odd=None, out=None, raw=rounded,
+                                       count=floats.size, bias=0.0, storage=STORAGE["float16"]))
+    with np.errstate(over="ignore"):  # NumPy warns when it rounds to inf, as it must
+        assert np.array_equal(rounded.view(np.float16), floats.astype(np.float16), equal_nan=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_flags_say_which_entries_a_set_has(family):
+    for acc in ACCUMULATIONS:
+        kernels = _kernel_set(family, acc)
+        rng = np.random.default_rng(9)
+        for kernel, flag in (("gemm_pack", _dispatch.SET_PACK), ("half", _dispatch.SET_HALF),
+                             ("pair", _dispatch.SET_PAIRS)):
+            rows = 2
+            spec = _gemm_spec(rng, acc, rows, kernels.nr, 4, 4, "varying", 1)
+            spec.pack_to = np.zeros(4 * kernels.nr, acc)
+            call = SimpleNamespace(**{**spec.__dict__, "family": family, "kernel": kernel,
+                                      "out": np.zeros(4 * kernels.nr + 8, acc), "ldc": kernels.nr})
+            if kernels.has(flag):
+                _kernels._run_gemm_family(call)
+            else:
+                with pytest.raises(LookupError):
+                    _kernels._run_gemm_family(call)
+        # no set has kernels for more rows than its MR
+        if kernels.mr < 12:
+            spec = _gemm_spec(rng, acc, kernels.mr + 1, kernels.nr, 4, 4, "varying")
+            call = SimpleNamespace(**{**spec.__dict__, "family": family, "kernel": "gemm",
+                                      "out": np.zeros(16 * kernels.nr, acc), "ldc": kernels.nr})
+            with pytest.raises(LookupError):
+                _kernels._run_gemm_family(call)
