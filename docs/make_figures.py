@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-from convt import ConvTranspose  # noqa: E402
+from convt import ConvTranspose, _dispatch  # noqa: E402
 from convt._plan import axis_groups, axis_phases  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -144,11 +144,72 @@ def engine_figure(path):
     plt.close(figure)
 
 
+def _box(axes, x, y, width, height, text, colour, size=8.5):
+    axes.add_patch(Rectangle((x, y), width, height, color=colour, alpha=0.13, ec=colour))
+    axes.text(x + width / 2, y + height / 2, text, ha="center", va="center", fontsize=size)
+
+
+def _arrow(axes, start, end, colour="0.3"):
+    axes.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=11, color=colour))
+
+
+def architecture_figure(path):
+    """The layers of convt (left) and the path of one apply call (right)."""
+    figure, axes = plt.subplots(figsize=(12, 7.2))
+    families = ", ".join(family.name for family in _dispatch.families())
+    layers = [
+        ("front-ends (pure Python)", "ConvTranspose, conv_transpose\n_validation.py, _geometry.py: "
+         "attributes -> Geometry", "tab:blue"),
+        ("dispatch point (pure Python)", "_dispatch.py: Problem + CPU + environment -> Decision\n"
+         "(engine, kernel set, blocking, flags, named thresholds)", "tab:purple"),
+        ("planner (pure Python)", "_plan.py: stride phases, stacks, tiles, work items\n"
+         "-> read-only records (_records.py = src/records.h)", "tab:green"),
+        ("Cython drivers (prange, fused float/double)", "_kernels.pyx: _gemm.pxi, _pack.pxi, "
+         "_direct.pxi,\n_storage.pxi (element types), _registry.pxi", "tab:orange"),
+        ("C kernel sets, one file per CPU family", f"src/registry.c: {families}\n"
+         "src/cpu.c (detection, once), src/reference.c (tests)", "tab:red"),
+    ]
+    top = 6.2
+    for index, (title, text, colour) in enumerate(layers):
+        y = top - index * 1.3
+        _box(axes, 0.2, y, 5.4, 0.95, text, colour)
+        axes.text(0.25, y + 1.0, title, fontsize=9, fontweight="bold", color=colour)
+        if index:
+            _arrow(axes, (4.9, y + 1.28), (4.9, y + 0.97))
+    steps = [
+        "layer.apply(x, w, b)",
+        "validate attributes (memoised), arrays, shapes\nresolve pads and output size -> Geometry",
+        "_engine.compute: Problem (shapes, group, dtype, layouts)",
+        "execution(problem): cached per problem, request, tuning\n"
+        "decide() -> Decision;  plan_for() -> GemmPlan / DirectPlan",
+        "threads = min(requested, work items, work / MIN_MULTIPLY_ADDS_PER_THREAD)",
+        "pack_weights: w -> [block][depth][rows] (GEMM engine)",
+        "run_gemm: prange over work items: fill tile buffer ->\n"
+        "set.gemm / pair / pair_store kernels -> scatter into y",
+    ]
+    for index, text in enumerate(steps):
+        y = 6.55 - index * 0.93
+        _box(axes, 6.4, y, 5.4, 0.72, text, "0.35", size=8.2)
+        axes.text(6.25, y + 0.36, str(index + 1), ha="right", va="center", fontsize=9,
+                  fontweight="bold")
+        if index:
+            _arrow(axes, (9.1, y + 0.91), (9.1, y + 0.74))
+    axes.text(9.1, 7.45, "one call's path", ha="center", fontsize=10, fontweight="bold")
+    axes.text(2.9, 7.45, "layers", ha="center", fontsize=10, fontweight="bold")
+    axes.set_xlim(0, 12)
+    axes.set_ylim(0.8, 7.7)
+    axes.axis("off")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 def main():
     phases_figure(HERE / "phases.png")
     padding_figure(HERE / "padding.png")
     engine_figure(HERE / "engine.png")
-    for name in ("phases.png", "padding.png", "engine.png"):
+    architecture_figure(HERE / "architecture.png")
+    for name in ("phases.png", "padding.png", "engine.png", "architecture.png"):
         print("wrote", HERE / name)
 
 

@@ -1,0 +1,273 @@
+"""Re-measure convt's tuning thresholds on this machine and print what it would choose.
+
+Every threshold of convt/_dispatch.py is measured by timing convt itself with
+the constant changed (the constants are part of every plan cache key, so they
+can change at run time), on layers that sit on both sides of it:
+
+    python benchmarks/tune.py [--threads N] [--repeat R] [--only name,name]
+
+Nothing is written: compare the choices with the constants in _dispatch.py and
+change them there, with the measurement in the comment.  Run it on a quiet
+machine (other processes distort thread timings); it takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import math
+import os
+import statistics
+import time
+
+import numpy as np
+
+import convt
+from convt import _dispatch, _engine
+
+DEFAULT_REPEAT = 9
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT)
+    parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(TUNERS)}")
+    return parser.parse_args(argv)
+
+
+@contextlib.contextmanager
+def constant(name, value):
+    """_dispatch.<name> = value for the duration."""
+    saved = getattr(_dispatch, name)
+    setattr(_dispatch, name, value)
+    try:
+        yield
+    finally:
+        setattr(_dispatch, name, saved)
+
+
+class Layer:
+    """A ConvTranspose call with fixed random operands, timed through one path."""
+
+    def __init__(self, x_shape, w_shape, dtype=np.float32, **params):
+        rng = np.random.default_rng(0)
+        self.x = rng.standard_normal(x_shape).astype(dtype)
+        self.w = (rng.standard_normal(w_shape) / math.sqrt(w_shape[0])).astype(dtype)
+        self.layer = convt.ConvTranspose(**params)
+        self.label = (f"{x_shape[0]}x{x_shape[1]}->{w_shape[1] * params.get('group', 1)} "
+                      f"{'x'.join(map(str, x_shape[2:]))} k{w_shape[2]} "
+                      f"s{params.get('strides', (1,))[0]} g{params.get('group', 1)}")
+
+    def time(self, threads, repeat, engine=None, kernel_set=None):
+        """Median seconds of one call (output reused, as in a loop)."""
+        attributes, x, w, b, geometry = self.layer._prepare(self.x, self.w, None)
+        y = np.empty(self.layer.output_shape_for(x.shape, w.shape), x.dtype)
+
+        def call():
+            _engine.compute(x, w, None, y, geometry, attributes.group, threads,
+                            engine=engine, backend=kernel_set)
+
+        for _ in range(2):
+            call()
+        times = []
+        gc.disable()
+        try:
+            for _ in range(repeat):
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+        finally:
+            gc.enable()
+        return statistics.median(times)
+
+    @property
+    def work(self):
+        """Multiply-adds per output position and group (the engine criterion)."""
+        group = self.layer.group
+        return self.x.shape[1] // group * self.w.shape[1] * math.prod(self.w.shape[2:])
+
+
+def report(title, rows, header):
+    print(f"\n== {title}")
+    print("   " + " | ".join(header))
+    for row in rows:
+        print("   " + " | ".join(str(cell) for cell in row))
+
+
+def tune_direct_max_work(args):
+    """Direct engine below this many multiply-adds per output and group, GEMM above."""
+    layers = [
+        Layer((1, 1, 512, 512), (1, 1, 2, 2), strides=(2, 2)),
+        Layer((1, 1, 512, 512), (1, 1, 3, 3), pads=(1, 1, 1, 1)),
+        Layer((1, 16, 256, 256), (16, 1, 2, 2), strides=(2, 2), group=16),
+        Layer((1, 16, 256, 256), (16, 1, 3, 3), pads=(1, 1, 1, 1), group=16),
+        Layer((1, 1, 1024, 1024), (1, 1, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+        Layer((1, 16, 256, 256), (16, 1, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1), group=16),
+        Layer((1, 2, 256, 256), (2, 2, 3, 3), pads=(1, 1, 1, 1)),
+        Layer((1, 2, 256, 256), (2, 2, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+        Layer((1, 4, 128, 128), (4, 4, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+    ]
+    rows, direct_wins = [], []
+    for layer in layers:
+        direct = layer.time(args.threads, args.repeat, engine="direct")
+        gemm = layer.time(args.threads, args.repeat, engine="gemm")
+        rows.append((layer.label, layer.work, f"{direct * 1e3:.3f}", f"{gemm * 1e3:.3f}",
+                     f"{gemm / direct:.2f}"))
+        direct_wins.append((layer.work, direct < gemm))
+    report("DIRECT_MAX_WORK: direct vs GEMM engine", rows,
+           ["layer", "work", "direct ms", "gemm ms", "gemm/direct"])
+    # the smallest work where the GEMM engine wins and keeps winning
+    choice = min((work for work, _ in direct_wins if all(not wins for w, wins in direct_wins
+                                                          if w >= work)), default=None)
+    print(f"   would choose DIRECT_MAX_WORK = {choice} (now {_dispatch.DIRECT_MAX_WORK})")
+
+
+def tune_avx512_min_depth(args):
+    """AVX2 kernels below this reduction depth, AVX-512 above (where both exist)."""
+    sets = _dispatch.available_kernel_sets()
+    if not {"avx2", "avx512"} <= set(sets):
+        print("\n== AVX512_MIN_DEPTH: needs both AVX2 and AVX-512 here; skipped")
+        return
+    rows, avx512_wins = [], []
+    for channels in (1, 2, 4, 8, 16, 32, 64):
+        depth = channels * 4  # k4 s2: 2 x 2 taps per phase
+        layer = Layer((1, channels, 96, 96), (channels, 16, 4, 4), strides=(2, 2),
+                      pads=(1, 1, 1, 1))
+        avx2 = layer.time(args.threads, args.repeat, kernel_set="avx2")
+        avx512 = layer.time(args.threads, args.repeat, kernel_set="avx512")
+        rows.append((depth, f"{avx2 * 1e3:.3f}", f"{avx512 * 1e3:.3f}", f"{avx2 / avx512:.2f}"))
+        avx512_wins.append((depth, avx512 < avx2))
+    report("AVX512_MIN_DEPTH: AVX2 vs AVX-512 by reduction depth", rows,
+           ["depth", "avx2 ms", "avx512 ms", "avx512 speed-up"])
+    choice = min((depth for depth, _ in avx512_wins if all(wins for d, wins in avx512_wins
+                                                           if d >= depth)), default=None)
+    print(f"   would choose AVX512_MIN_DEPTH = {choice} (now {_dispatch.AVX512_MIN_DEPTH})")
+
+
+def _sweep(args, title, name, values, layers, scale=1):
+    """Time `layers` with _dispatch.<name> at each value; choose the best geometric mean."""
+    table, scores = [], {}
+    for value in values:
+        with constant(name, value):
+            times = [layer.time(args.threads, args.repeat) for layer in layers]
+        scores[value] = math.exp(sum(map(math.log, times)) / len(times))
+        table.append((value // scale,) + tuple(f"{t * 1e3:.3f}" for t in times))
+    report(f"{name}: {title}", table,
+           [name + ("" if scale == 1 else f" / {scale}")] + [layer.label for layer in layers])
+    best = min(scores, key=scores.get)
+    now = getattr(_dispatch, name)
+    print(f"   would choose {name} = {best} (now {now}: "
+          f"{scores[now] / scores[best]:.3f}x the best)" if now in scores else
+          f"   would choose {name} = {best} (now {now})")
+
+
+def _dense_layers():
+    return [
+        Layer((1, 256, 64, 64), (256, 128, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+        Layer((1, 64, 32, 32, 32), (64, 32, 2, 2, 2), strides=(2, 2, 2)),
+        Layer((8, 64, 56, 56), (64, 64, 3, 3), pads=(1, 1, 1, 1)),
+    ]
+
+
+def tune_operand_bytes(args):
+    _sweep(args, "tile buffer budget per thread", "OPERAND_BYTES",
+           [128 << 10, 256 << 10, 384 << 10, 512 << 10, 1 << 20], _dense_layers(), 1024)
+
+
+def tune_product_bytes(args):
+    _sweep(args, "product buffer budget per thread", "PRODUCT_BYTES",
+           [256 << 10, 512 << 10, 1 << 20, 2 << 20], _dense_layers(), 1024)
+
+
+def tune_max_depth(args):
+    layers = [Layer((1, 512, 1024), (512, 256, 16), strides=(8,), pads=(4, 4)),
+              Layer((1, 512, 32, 32), (512, 256, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))]
+    _sweep(args, "longest K chunk", "MAX_DEPTH", [512, 1024, 2048, 4096], layers)
+
+
+def tune_min_work_items(args):
+    layers = [Layer((1, 64, 32, 32), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((1, 128, 16, 16), (128, 64, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((1, 256, 256), (256, 128, 8), strides=(4,), pads=(2, 2))]
+    _sweep(args, "work items to aim for", "MIN_WORK_ITEMS", [4, 8, 16, 24, 48], layers)
+    _sweep(args, "fewest grid rows per split tile", "MIN_SPLIT_ROWS", [1, 2, 4, 8], layers)
+
+
+def tune_pack_min_blocks(args):
+    if "avx2" not in _dispatch.available_kernel_sets():
+        print("\n== PACK_MIN_BLOCKS: the packing kernels are AVX2's; skipped")
+        return
+    layers = [layer for layer in _dense_layers()]
+    table, scores = [], {}
+    for value in (2, 4, 8, 10**9):
+        with constant("PACK_MIN_BLOCKS", value):
+            times = [layer.time(args.threads, args.repeat, kernel_set="avx2") for layer in layers]
+        scores[value] = math.exp(sum(map(math.log, times)) / len(times))
+        table.append(("never" if value == 10**9 else value,)
+                     + tuple(f"{t * 1e3:.3f}" for t in times))
+    report("PACK_MIN_BLOCKS: AVX2 kernels, B panels packed from this many row blocks", table,
+           ["PACK_MIN_BLOCKS"] + [layer.label for layer in layers])
+    print(f"   would choose PACK_MIN_BLOCKS = {min(scores, key=scores.get)} "
+          f"(now {_dispatch.PACK_MIN_BLOCKS})")
+
+
+def tune_sum_blocks(args):
+    """Speed of the blocked-summation lengths (accuracy favours about 2 sqrt(depth))."""
+    layers = _dense_layers()[:1] + [Layer((1, 512, 1024), (512, 256, 16), strides=(8,),
+                                          pads=(4, 4))]
+    for name, values in (("SUM_BLOCK_SHALLOW", [16, 32, 64]), ("SUM_BLOCK_DEEP", [32, 64, 128])):
+        _sweep(args, "steps per blocked sum (speed only; errors grow with longer blocks)", name,
+               values, layers)
+
+
+def tune_threads(args):
+    """Multiply-adds per thread before another thread is woken."""
+    rows = []
+    crossover = None
+    for side in (4, 8, 12, 16, 24, 32, 48):
+        layer = Layer((1, 64, side, side), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))
+        macs = 64 * 32 * 16 * side * side
+        with constant("MIN_MULTIPLY_ADDS_PER_THREAD", 1):
+            one = layer.time(1, args.repeat * 5)
+            many = layer.time(args.threads, args.repeat * 5)
+        rows.append((side, f"{macs / 1e6:.1f}", f"{one * 1e6:.0f}", f"{many * 1e6:.0f}",
+                     f"{one / many:.2f}"))
+        if crossover is None and many < one:
+            crossover = macs
+    report(f"MIN_MULTIPLY_ADDS_PER_THREAD: 1 vs {args.threads} threads on small maps", rows,
+           ["side", "M multiply-adds", "1 thread us", f"{args.threads} threads us", "speed-up"])
+    if crossover is not None:
+        per_thread = crossover // args.threads
+        print(f"   would choose MIN_MULTIPLY_ADDS_PER_THREAD ~ {per_thread:,} "
+              f"(now {_dispatch.MIN_MULTIPLY_ADDS_PER_THREAD:,})")
+
+
+TUNERS = {
+    "direct": tune_direct_max_work,
+    "avx512": tune_avx512_min_depth,
+    "operand": tune_operand_bytes,
+    "product": tune_product_bytes,
+    "depth": tune_max_depth,
+    "items": tune_min_work_items,
+    "pack": tune_pack_min_blocks,
+    "sum": tune_sum_blocks,
+    "threads": tune_threads,
+}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    names = args.only.split(",") if args.only else list(TUNERS)
+    unknown = set(names) - set(TUNERS)
+    if unknown:
+        raise SystemExit(f"unknown tuners {sorted(unknown)}; choose from {', '.join(TUNERS)}")
+    print(f"convt {convt.__version__}; kernel sets {', '.join(_dispatch.available_kernel_sets())}; "
+          f"{args.threads} threads, {args.repeat} repeats, medians")
+    for name in names:
+        TUNERS[name](args)
+
+
+if __name__ == "__main__":
+    main()
