@@ -189,14 +189,22 @@ cdef void direct_row_in(const Direct* d, Py_ssize_t row, acc_t* floats,
     direct_row(d, row, &scratch, floats)
 
 
-cdef void direct_engine(const Direct* d, acc_t* workspace, Py_ssize_t* ints,
+cdef void direct_engine(const Direct* d, acc_t* workspace, Py_ssize_t* ints, Signals* signals,
                         int num_threads) noexcept nogil:
     cdef Py_ssize_t row
     cdef int thread
+    if num_threads == 1:
+        # no OpenMP region: cheaper for small calls, and safe in a forked child
+        for row in range(d.layout.rows):
+            if stopped(signals, 0):
+                break
+            direct_row_in(d, row, workspace, ints)
+        return
     for row in prange(d.layout.rows, num_threads=num_threads, schedule="static"):
         thread = convt_thread_num()
-        direct_row_in(d, row, workspace + thread * d.layout.floats,
-                      ints + thread * d.layout.ints)
+        if not stopped(signals, thread):
+            direct_row_in(d, row, workspace + thread * d.layout.floats,
+                          ints + thread * d.layout.ints)
 
 
 def run_direct(arrays, problem, axes, plan, decision, workspace, scratch, int num_threads):
@@ -216,9 +224,11 @@ def run_direct(arrays, problem, axes, plan, decision, workspace, scratch, int nu
     d.tap_offset = <const Py_ssize_t*>data_of(plan.tap_offset)
     cdef Py_ssize_t* ints = <Py_ssize_t*>data_of(scratch)
     cdef void* buffers = <void*>data_of(workspace)
+    cdef Signals signals = signals_for_this_call()
     if workspace.dtype.itemsize == 4:
         with nogil:
-            direct_engine(&d, <float*>buffers, ints, num_threads)
+            direct_engine(&d, <float*>buffers, ints, &signals, num_threads)
     else:
         with nogil:
-            direct_engine(&d, <double*>buffers, ints, num_threads)
+            direct_engine(&d, <double*>buffers, ints, &signals, num_threads)
+    raise_if_stopped(&signals)

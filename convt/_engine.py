@@ -122,9 +122,10 @@ def work_items(plan):
 class Execution:
     """Everything a call needs besides its arrays, made once per problem and decision."""
 
+    problem: _dispatch.Problem
     decision: _dispatch.Decision
     plan: object
-    problem: np.ndarray          # PROBLEM record
+    scalars: np.ndarray          # PROBLEM record
     axes: np.ndarray             # AXIS records
     layout: np.ndarray | None    # GEMM_LAYOUT record (GEMM engine)
 
@@ -145,7 +146,7 @@ def _execution(problem, engine, kernel_set, requested, overrides, tuning):
     plan = plan_for(problem, decision)
     scalars, axes = problem_records(problem)
     layout = gemm_layout(plan, decision) if decision.engine == "gemm" else None
-    return Execution(decision, plan, scalars, axes, layout)
+    return Execution(problem, decision, plan, scalars, axes, layout)
 
 
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
@@ -171,10 +172,10 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
         b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
     arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(w),
                       element_strides(y))
-    if decision.engine == "direct":
+    if decision.engine == "direct" or not _run_gemm(arrays, run, threads):
+        if decision.engine == "gemm":  # non-finite weights the GEMM cannot serve exactly
+            run = execution(problem, "direct", backend if backend != "blas" else None)
         _run_direct(arrays, run, threads)
-    else:
-        _run_gemm(arrays, run, threads)
     return y
 
 
@@ -184,19 +185,30 @@ def _run_direct(arrays, run, threads):
     layout = run.plan.layout[0]
     workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
     scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
-    _kernels.run_direct(arrays, run.problem, run.axes, run.plan, run.decision, workspace,
+    _kernels.run_direct(arrays, run.scalars, run.axes, run.plan, run.decision, workspace,
                         scratch, threads)
 
 
+# Non-finite weights whose exact contributions are added one by one after the
+# GEMM, at most; more (or non-finite inputs too) run the direct engine instead.
+MAX_NON_FINITE_WEIGHTS = 64
+
+
 def _run_gemm(arrays, run, threads):
+    """Run the GEMM engine; False (nothing done) if the direct engine must serve
+    the call: w holds non-finite weights the GEMM cannot handle exactly."""
     from . import _kernels
 
     plan, decision = run.plan, run.decision
-    if plan.needs_fill:
-        fill_with_bias(arrays.y, arrays.b)
     accumulation = decision.accumulation
     packed = np.empty(plan.packed_size, dtype=accumulation)
-    _kernels.pack_weights(arrays, run.problem, plan, packed, threads)
+    non_finite = _kernels.pack_weights(arrays, run.scalars, plan, packed, threads)
+    if non_finite:
+        bad = np.argwhere(~np.isfinite(arrays.w))
+        if len(bad) > MAX_NON_FINITE_WEIGHTS or not np.isfinite(arrays.x).all():
+            return False
+    if plan.needs_fill:
+        fill_with_bias(arrays.y, arrays.b)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
     scratch = np.empty((threads, len(run.axes)), dtype=np.intp)
     guard = contextlib.nullcontext()
@@ -206,8 +218,43 @@ def _run_gemm(arrays, run, threads):
 
         guard = controller().single_threaded()
     with guard:
-        _kernels.run_gemm(arrays, run.problem, run.axes, plan, run.layout, decision, packed,
+        _kernels.run_gemm(arrays, run.scalars, run.axes, plan, run.layout, decision, packed,
                           workspace, scratch, threads)
+    if non_finite:
+        add_weight_contributions(arrays, bad, run.problem)
+    return True
+
+
+def add_weight_contributions(arrays, weights, problem):
+    """y += the contribution of each listed weight w[c, m, k...] (rows of indices)
+    over every real input position, as the operator defines it.
+
+    The GEMM engine packs non-finite weights as 0 (a zero-padded tile times NaN
+    or Inf would spoil outputs the weight never reaches); their contributions
+    are NaN or +-Inf wherever they reach, so the order of this addition cannot
+    change any result.
+    """
+    x, w, y = arrays.x, arrays.w, arrays.y
+    geometry, accumulation = problem.geometry, problem.accumulation
+    cg, mg = problem.cg, problem.mg
+    for c, m, *taps in weights.tolist():
+        source, target = [slice(None)], [slice(None)]
+        for i_size, o_size, k, s, d, p in zip(geometry.input_shape, geometry.output_shape, taps,
+                                              geometry.strides, geometry.dilations,
+                                              geometry.pads_begin):
+            shift = k * d - p  # o = i * s + shift
+            lo = max(0, -(shift // s))
+            hi = min(i_size - 1, (o_size - 1 - shift) // s)
+            if hi < lo:
+                break
+            source.append(slice(lo, hi + 1))
+            target.append(slice(lo * s + shift, hi * s + shift + 1, s))
+        else:
+            channel = (c // cg) * mg + m
+            contribution = x[(slice(None), c) + tuple(source[1:])].astype(accumulation) * \
+                accumulation.type(w[(c, m, *taps)])
+            view = y[(slice(None), channel) + tuple(target[1:])]
+            view[...] = (view.astype(accumulation) + contribution).astype(y.dtype)
 
 
 def flop_count(x_shape, w_shape):

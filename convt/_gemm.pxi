@@ -713,13 +713,22 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
 
 
 cdef void gemm_engine(const Gemm* g, const acc_t* packed, Py_ssize_t n_items,
-                      acc_t* workspace, Py_ssize_t* scratch, int num_threads) noexcept nogil:
+                      acc_t* workspace, Py_ssize_t* scratch, Signals* signals,
+                      int num_threads) noexcept nogil:
     cdef Py_ssize_t index
     cdef int thread
+    if num_threads == 1:
+        # no OpenMP region: cheaper for small calls, and safe in a forked child
+        for index in range(n_items):
+            if stopped(signals, 0):
+                break
+            gemm_item(g, packed, index, workspace, scratch)
+        return
     for index in prange(n_items, num_threads=num_threads, schedule="dynamic"):
         thread = convt_thread_num()
-        gemm_item(g, packed, index, workspace + thread * g.layout.per_thread,
-                  scratch + thread * g.problem.ndim)
+        if not stopped(signals, thread):
+            gemm_item(g, packed, index, workspace + thread * g.layout.per_thread,
+                      scratch + thread * g.problem.ndim)
 
 
 def run_gemm(arrays, problem, axes, plan, layout, decision, packed, workspace, scratch,
@@ -751,10 +760,13 @@ def run_gemm(arrays, problem, axes, plan, layout, decision, packed, workspace, s
     cdef Py_ssize_t* lead = <Py_ssize_t*>data_of(scratch)
     cdef const void* weights = data_of(packed)
     cdef void* buffers = <void*>data_of(workspace)
+    cdef Signals signals = signals_for_this_call()
     if packed.dtype.itemsize == 4:
         with nogil:
-            gemm_engine(&g, <const float*>weights, n_items, <float*>buffers, lead, num_threads)
+            gemm_engine(&g, <const float*>weights, n_items, <float*>buffers, lead, &signals,
+                        num_threads)
     else:
         with nogil:
-            gemm_engine(&g, <const double*>weights, n_items, <double*>buffers, lead,
+            gemm_engine(&g, <const double*>weights, n_items, <double*>buffers, lead, &signals,
                         num_threads)
+    raise_if_stopped(&signals)

@@ -105,6 +105,31 @@ cdef extern from "openmp.h" nogil:
     int CONVT_HAVE_OPENMP
     int convt_thread_num()
     int convt_max_threads()
+    double convt_seconds()
+    ctypedef struct convt_stop:
+        int raised
+    int convt_stop_raised(const convt_stop* stop)
+    void convt_raise_stop(convt_stop* stop)
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    int PyErr_CheckSignals()
+    void PyErr_Fetch(PyObject** kind, PyObject** value, PyObject** traceback)
+    void PyErr_Restore(PyObject* kind, PyObject* value, PyObject* traceback)
+
+
+# Signal checks between work items: the calling (main) thread runs Python's
+# signal handlers every `period` seconds; an exception they raise stops the
+# engine (see _signals.pxi).
+cdef struct Signals:
+    bint enabled                       # the call came from the main thread
+    double period
+    double next_check
+    convt_stop stop
+    PyObject* kind                     # the exception a handler raised
+    PyObject* value
+    PyObject* traceback
 
 
 ctypedef fused acc_t:

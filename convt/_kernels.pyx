@@ -17,6 +17,7 @@ Files, by job (included here, one extension module):
 * ``_gemm.pxi``: the GEMM engine driver (tile buffers, micro-kernels, scatter);
 * ``_pack.pxi``: weight packing for the GEMM engine;
 * ``_direct.pxi``: the direct engine driver (row kernels);
+* ``_signals.pxi``: running Python's signal handlers between work items;
 * ``_testing.pxi``: per-kernel testers against the scalar references.
 
 Drivers take a few structs: the problem, the plan (records of
@@ -61,6 +62,7 @@ cdef Operands operands_of(arrays) except *:
 
 include "_storage.pxi"
 include "_registry.pxi"
+include "_signals.pxi"
 include "_gemm.pxi"
 include "_pack.pxi"
 include "_direct.pxi"

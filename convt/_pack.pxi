@@ -34,10 +34,15 @@ cdef void tap_table(const Packing* p, const GemmStack* stack) noexcept nogil:
             table[j * stack.rows + row] = offset
 
 
-cdef void pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_t group,
-                             Py_ssize_t c, acc_t* packed) noexcept nogil:
+cdef Py_ssize_t pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_t group,
+                                   Py_ssize_t c, acc_t* packed) noexcept nogil:
     """Pack every row's weights of input channel c of ``group``: w[group * cg + c] is
-    one contiguous region, gathered into runs of a block's rows."""
+    one contiguous region, gathered into runs of a block's rows.
+
+    Non-finite weights are packed as 0 and counted: the GEMM engine multiplies
+    zero padding by every weight, and 0 x NaN or 0 x Inf would spoil outputs
+    the weight does not reach (convt._engine adds their exact contributions).
+    Return how many there were."""
     cdef Py_ssize_t cg = p.problem.cg
     cdef Py_ssize_t depth = cg * stack.taps
     cdef int storage = p.problem.storage
@@ -45,7 +50,9 @@ cdef void pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_
     cdef const Py_ssize_t* table = p.tables + stack.table_start
     cdef const Py_ssize_t* starts = p.block_starts + stack.block_start
     cdef Py_ssize_t block, first, width, j, i
+    cdef Py_ssize_t non_finite = 0
     cdef acc_t* destination
+    cdef acc_t value
     for block in range(stack.blocks):
         first = starts[block]
         width = starts[block + 1] - first
@@ -53,28 +60,44 @@ cdef void pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_
             + first * depth + c * stack.taps * width
         for j in range(stack.taps):
             for i in range(width):
-                destination[j * width + i] = <acc_t>convt_load_double(
-                    source, table[j * stack.rows + first + i], storage)
+                value = <acc_t>convt_load_double(source, table[j * stack.rows + first + i],
+                                                 storage)
+                if value - value != 0:  # NaN or +-Inf
+                    non_finite = non_finite + 1
+                    value = 0
+                destination[j * width + i] = value
+    return non_finite
 
 
-cdef void pack_all(const Packing* p, Py_ssize_t stack_count, acc_t* packed,
-                   int num_threads) noexcept nogil:
+cdef Py_ssize_t pack_all(const Packing* p, Py_ssize_t stack_count, acc_t* packed,
+                         int num_threads) noexcept nogil:
     """Tap tables of every stack, then one task per stack, group and input channel:
     it reads that channel's weights, one contiguous region, and writes runs of
-    whole row blocks."""
+    whole row blocks.  Return the number of non-finite weights packed as 0
+    (each counted once per stack it appears in)."""
     cdef Py_ssize_t s, task, local
     cdef Py_ssize_t per_stack = p.problem.groups * p.problem.cg
+    cdef Py_ssize_t non_finite = 0
     for s in range(stack_count):
         tap_table(p, p.stacks + s)
+    if num_threads == 1:
+        for task in range(stack_count * per_stack):
+            non_finite += pack_input_channel(p, p.stacks + task // per_stack,
+                                             (task % per_stack) // p.problem.cg,
+                                             task % p.problem.cg, packed)
+        return non_finite
     for task in prange(stack_count * per_stack, num_threads=num_threads, schedule="static"):
         s = task // per_stack
         local = task % per_stack
-        pack_input_channel(p, p.stacks + s, local // p.problem.cg, local % p.problem.cg, packed)
+        non_finite += pack_input_channel(p, p.stacks + s, local // p.problem.cg,
+                                         local % p.problem.cg, packed)
+    return non_finite
 
 
 def pack_weights(arrays, problem, plan, packed, int num_threads):
     """Pack the weights ``arrays.w`` of every stack of a GEMM plan into ``packed``
-    (plan.packed_size elements of the accumulation type)."""
+    (plan.packed_size elements of the accumulation type); return how many
+    non-finite weights were packed as 0 (see pack_input_channel)."""
     cdef Packing p
     cdef cnp.ndarray tables = np.empty(plan.table_size, dtype=np.intp)
     p.problem = (<const Problem*>data_of(problem))[0]
@@ -86,9 +109,11 @@ def pack_weights(arrays, problem, plan, packed, int num_threads):
     p.tables = <Py_ssize_t*>data_of(tables)
     cdef Py_ssize_t stack_count = plan.stacks.shape[0]
     cdef void* destination = <void*>data_of(packed)
+    cdef Py_ssize_t non_finite
     if packed.dtype.itemsize == 4:
         with nogil:
-            pack_all(&p, stack_count, <float*>destination, num_threads)
+            non_finite = pack_all(&p, stack_count, <float*>destination, num_threads)
     else:
         with nogil:
-            pack_all(&p, stack_count, <double*>destination, num_threads)
+            non_finite = pack_all(&p, stack_count, <double*>destination, num_threads)
+    return non_finite
