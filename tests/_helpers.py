@@ -4,7 +4,7 @@ import zlib
 
 import numpy as np
 
-from convt import ConvTranspose, _engine, _kernels
+from convt import ConvTranspose, _kernels
 from convt._reference import reference_conv_transpose
 
 # Every kernel path this machine can run: the direct engine and the GEMM engine
@@ -22,13 +22,9 @@ ACCUMULATION_EPS = {
 
 def run_engine(engine, x, w, b=None, num_threads=None, **params):
     """ConvTranspose(**params) on x, w, b through one forced engine ('direct', 'gemm-<backend>')."""
-    layer = ConvTranspose(**params)
-    attributes, x, w, b, geometry = layer._prepare(x, w, b)
-    shape = layer.output_shape_for(x.shape, w.shape)
-    y = np.empty(shape, dtype=x.dtype)
+    layer = ConvTranspose(num_threads=num_threads, **params)
     name, _, backend = engine.partition("-")
-    return _engine.compute(x, w, b, y, geometry, attributes.group, num_threads,
-                           engine=name, backend=backend or None)
+    return layer._apply(x, w, b, engine=name, backend=backend or None)
 
 
 def error_bound(x, w, b, params):
