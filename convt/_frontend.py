@@ -137,12 +137,12 @@ class Parameters:
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
-def operands(arrays, allowed=None, opset=None, owner=None):
-    """The operands (name -> array-like or None) as arrays the kernels can read.
+def operands(arrays, opset=None):
+    """The operands (name -> array-like or None) as arrays the kernels can read,
+    all of one dtype.
 
-    ``allowed`` (dtype names) restricts the dtypes to a spec's list; ``opset``
-    applies ONNX's per-opset dtype rule (bfloat16 from 22).  The checks run
-    before convt's own dtype check, by dtype name, so they need no ml_dtypes.
+    ``opset`` applies ONNX's per-opset dtype rule (bfloat16 from 22) before
+    convt's own dtype check, by dtype name, so it needs no ml_dtypes.
     """
     result = {}
     for name, value in arrays.items():
@@ -152,10 +152,6 @@ def operands(arrays, allowed=None, opset=None, owner=None):
         array = _layouts.as_array(name, value)
         if opset is not None:
             _validation.check_opset_dtype(name, array.dtype, opset)
-        if allowed is not None and array.dtype.kind in "fV" and array.dtype.name not in allowed:
-            raise TypeError(
-                f"{name} has dtype {array.dtype}, which {owner} does not allow: it takes "
-                f"{', '.join(allowed)}.")
         result[name] = _arrays.as_operand(name, array)
     names = [name for name in result if result[name] is not None]
     first = result[names[0]]

@@ -240,8 +240,7 @@ class ConvolutionBackpropData(_frontend.Parameters):
         -------
         ndarray, shape (N, C_OUT, ...)
         """
-        owner = type(self).__name__
-        arrays = _frontend.operands({"data": data, "filter": filter}, owner=owner)
+        arrays = _frontend.operands({"data": data, "filter": filter})
         data, filter = arrays["data"], arrays["filter"]
         geometry, group = self._geometry(data.shape, filter.shape, output_shape)
         if self._GROUPED:

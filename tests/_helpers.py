@@ -72,3 +72,11 @@ def case_operands(cases, name, dtype, with_bias=True):
     w = rng.standard_normal(w_shape).astype(dtype)
     b = rng.standard_normal(w_shape[1] * params.get("group", 1)).astype(dtype) if with_bias else None
     return x, w, b, params
+
+
+def examples(default):
+    """Hypothesis examples for one test: ``default``, or CONVT_HYPOTHESIS_EXAMPLES when set
+    (the thorough profile)."""
+    import os
+
+    return int(os.environ.get("CONVT_HYPOTHESIS_EXAMPLES", default))
