@@ -41,7 +41,10 @@ def error_bound(x, w, b, params):
         np.abs(np.asarray(x, np.float64)), np.abs(np.asarray(w, np.float64)),
         None if b is None else np.abs(np.asarray(b, np.float64)), **params)
     group = params.get("group", 1)
-    terms = np.asarray(x).shape[1] // group * int(np.prod(np.asarray(w).shape[2:])) + 2
+    x_shape, w_shape = np.shape(x), np.shape(w)
+    channels = x_shape[-1] if params.get("data_format") == "NXC" else x_shape[1]
+    kernel = w_shape[:-2] if params.get("filter_format") == "XOI" else w_shape[2:]
+    terms = channels // group * int(np.prod(kernel)) + 2
     bound = terms * eps * magnitude
     if dtype == np.float16:
         exact = np.abs(reference_conv_transpose(x, w, b, **params))
