@@ -185,7 +185,9 @@ ANYTHING = st.one_of(
 
 @given(params=st.dictionaries(
     st.sampled_from(["auto_pad", "dilations", "group", "kernel_shape", "output_padding",
-                     "output_shape", "pads", "strides", "num_threads"]), ANYTHING))
+                     "output_shape", "pads", "strides", "num_threads", "opset", "data_format",
+                     "filter_format"]), ANYTHING | st.sampled_from(["NCX", "NXC", "IOX", "XOI",
+                                                                      "OIX"])))
 def test_arbitrary_parameters_only_raise_value_or_type_errors(params):
     x = np.ones((1, 2, 3, 3), np.float32)
     w = np.ones((2, 1, 2, 2), np.float32)
