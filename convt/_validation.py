@@ -26,10 +26,6 @@ LATEST_OPSET = 22
 FIRST_OPSET_11 = 11
 FIRST_OPSET_BFLOAT16 = 22
 
-# Element types of each ConvTranspose version, by NumPy dtype name (ml_dtypes
-# names its type "bfloat16"), so that the check needs no import of ml_dtypes.
-ONNX_FLOAT_NAMES = ("float16", "float32", "float64", "bfloat16")
-
 DATA_FORMATS = ("NCX", "NXC")
 FILTER_FORMATS = ("IOX", "XOI", "OIX")
 
@@ -199,6 +195,7 @@ def check_format(name, value, choices, owner="ConvTranspose"):
         spelling: f"{spelling} is {target!r} here"
         for spelling, target in _FORMAT_SYNONYMS.items() if target in choices
     }
+    hints.update({choice: f"in capitals: {choice!r}" for choice in choices})
     return check_choice(name, value, choices, owner=owner, hints=hints)
 
 

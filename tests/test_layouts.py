@@ -167,6 +167,22 @@ def test_layouts_match_reference(engine, case):
     assert_matches_reference(run_engine(engine, x, w, b, **params), x, w, b, **params)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=examples(10))
+@given(case=layout_cases())
+def test_layouts_across_tiles(engine, case, small_tiles):
+    # Tiles of a few positions and K chunks of a few rows, in every layout.
+    x, w, b, params = case
+    assert_matches_reference(run_engine(engine, x, w, b, **params), x, w, b, **params)
+
+
+def test_format_names_of_other_libraries_get_a_hint():
+    with pytest.raises(ValueError, match=r"'data_format'.*NHWC is 'NXC' here.*got 'NHWC'"):
+        ConvTranspose(data_format="NHWC")
+    with pytest.raises(ValueError, match=r"'filter_format'.*in capitals: 'XOI'.*got 'xoi'"):
+        ConvTranspose(filter_format="xoi")
+
+
 def test_channels_last_views_of_any_layout():
     # An NXC view of channels-first memory (and reversed axes) is read in place too.
     rng = np.random.default_rng(3)

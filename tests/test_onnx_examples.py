@@ -6,7 +6,7 @@ import pytest
 import _onnx_shim
 import onnx_text_examples
 from _helpers import ENGINES, run_engine
-from convt import ConvTranspose, conv_transpose
+from convt import conv_transpose
 from convt._reference import reference_conv_transpose
 
 
