@@ -31,60 +31,6 @@ def as_operand(name, value):
     return array
 
 
-def check_same_dtype(x, w, b):
-    """x, w and b must share one dtype; convt never casts silently."""
-    for name, array in (("w", w), ("b", b)):
-        if array is not None and array.dtype != x.dtype:
-            raise TypeError(
-                f"x and {name} must have the same dtype; got x.dtype={x.dtype} and "
-                f"{name}.dtype={array.dtype}. Cast one of them, e.g. "
-                f"{name}.astype(x.dtype)."
-            )
-
-
-def check_shapes(x_shape, w_shape, b_shape, group):
-    """Ranks and channel counts of x (N, C, D...), w (C, M/group, k...) and b (M,)."""
-    if len(x_shape) < 3:
-        raise ValueError(
-            f"x must have shape (N, C, D1, ..., Dn) with at least one spatial axis; "
-            f"got shape {tuple(x_shape)}."
-        )
-    if len(w_shape) != len(x_shape):
-        raise ValueError(
-            f"w must have shape (C, M/group, k1, ..., kn) with the same rank as x; got "
-            f"x.shape={tuple(x_shape)} (rank {len(x_shape)}) and w.shape={tuple(w_shape)} "
-            f"(rank {len(w_shape)})."
-        )
-    channels = x_shape[1]
-    if group > 0 and channels % group:
-        raise ValueError(
-            f"group={group} must divide the number of input channels x.shape[1]={channels}."
-        )
-    if w_shape[0] != channels:
-        raise ValueError(
-            f"w.shape[0] must equal the number of input channels x.shape[1]={channels}; got "
-            f"w.shape={tuple(w_shape)}. The ONNX weight layout is (C, M/group, k1, ..., kn)."
-        )
-    for axis, size in enumerate(x_shape[2:]):
-        if size < 1:
-            raise ValueError(
-                f"x must have non-empty spatial axes; got x.shape={tuple(x_shape)} "
-                f"(spatial axis {axis} has size {size})."
-            )
-    for axis, size in enumerate(w_shape[2:]):
-        if size < 1:
-            raise ValueError(
-                f"w must have a non-empty kernel; got w.shape={tuple(w_shape)} "
-                f"(kernel axis {axis} has size {size})."
-            )
-    out_channels = w_shape[1] * group
-    if b_shape is not None and tuple(b_shape) != (out_channels,):
-        raise ValueError(
-            f"b must have shape (M,) = ({out_channels},), one value per output channel "
-            f"(w.shape[1] * group = {w_shape[1]} * {group}); got b.shape={tuple(b_shape)}."
-        )
-
-
 def _physical_memory():
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

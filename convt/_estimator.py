@@ -2,53 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-
-import numpy as np
-
-from . import _arrays, _geometry, _validation
+from . import _frontend, _geometry, _layouts, _validation
 
 
-def _frozen(value):
-    """A hashable snapshot of a parameter value that keeps every type, or None."""
-    if isinstance(value, np.ndarray):
-        return (np.ndarray, value.dtype.str, value.shape, tuple(value.ravel().tolist()))
-    if isinstance(value, (list, tuple)):
-        items = tuple(_frozen(item) for item in value)
-        return None if None in items else (type(value), items)
-    try:
-        hash(value)
-    except TypeError:
-        return None
-    return (type(value), value)
-
-
-_VALIDATED = {}
-_VALIDATED_LIMIT = 256
-
-
-def _validated(params):
-    """validate(params), memoised on a typed snapshot of the values.
-
-    The snapshot is taken on every call, so parameters changed in place (a list
-    edited after construction) are validated again.  Only valid combinations
-    are remembered.
-    """
-    snapshot = tuple(_frozen(value) for value in params.values())
-    if None in snapshot:
-        return _validation.validate(params)
-    attributes = _VALIDATED.get(snapshot)
-    if attributes is None:
-        attributes = _validation.validate(params)
-        if len(_VALIDATED) >= _VALIDATED_LIMIT:
-            _VALIDATED.clear()
-        _VALIDATED[snapshot] = attributes
-    return attributes
-
-
-class ConvTranspose:
-    """Transposed convolution, exactly as the ONNX ConvTranspose-11/22 operator.
+class ConvTranspose(_frontend.Parameters):
+    """Transposed convolution, exactly as the ONNX ConvTranspose operator text.
 
     Parameters are the ONNX attributes, keyword-only, validated on
     construction and by :meth:`set_params`; they are stored as given.
@@ -60,16 +18,19 @@ class ConvTranspose:
         axis ``input * stride`` long, the total padding (which includes
         output_padding and may be negative) split with the odd unit at the end
         (UPPER) or the beginning (LOWER).  'VALID' means zero pads.
-    dilations : sequence of int, optional
-        Spacing of kernel taps per spatial axis, each >= 1.  Default 1.
+        (Opsets 1-10 read differently; see ``opset``.)
+    dilations : int or sequence of int, optional
+        Spacing of kernel taps per spatial axis, each >= 1; a bare int applies
+        to every axis.  Default 1.
     group : int, default=1
         Number of groups input and output channels are divided into.
     kernel_shape : sequence of int, optional
-        If given, must equal ``w.shape[2:]``.
+        If given, must equal the kernel axes of ``w``.
     output_padding : sequence of int, optional
         Extra output elements at the high end of each axis, each smaller than
-        ``max(stride, dilation)`` of its axis.  It selects computed values (or
-        zeros past the data); with ``output_shape`` it only enters the pads.
+        ``max(stride, dilation)`` of its axis (any value >= 0 for opsets 1-10,
+        whose text sets no bound).  It selects computed values (or zeros past
+        the data); with ``output_shape`` it only enters the pads.
     output_shape : sequence of int, optional
         Spatial output size.  Pads are then generated (floor division, possibly
         negative, meaning zero-filled margins) and ``pads`` is ignored.
@@ -77,8 +38,23 @@ class ConvTranspose:
         ``(x1_begin, ..., xn_begin, x1_end, ..., xn_end)``, each >= 0: output
         elements cropped from each side.  Not allowed with auto_pad other than
         'NOTSET'.
-    strides : sequence of int, optional
-        Stride per spatial axis, each >= 1.  Default 1.
+    strides : int or sequence of int, optional
+        Stride per spatial axis, each >= 1; a bare int applies to every axis.
+        Default 1.
+    opset : int, optional
+        ONNX opset whose ConvTranspose text applies: 1-10 ConvTranspose-1,
+        11-21 ConvTranspose-11, 22 and later ConvTranspose-22 (which adds
+        bfloat16).  ``None`` means the latest.  ConvTranspose-1 splits the
+        pads generated from ``output_shape`` the other way round (SAME_UPPER
+        puts the odd unit at the beginning, the other modes at the end), and
+        its SAME_UPPER / SAME_LOWER make the output as long as the input.
+    data_format : {'NCX', 'NXC'}, default='NCX'
+        Layout of ``x`` and of the result: channels first (N, C, D1, ..., Dn)
+        or channels last (N, D1, ..., Dn, C).  Both are read and written in
+        place, with no transposed copy.
+    filter_format : {'IOX', 'XOI', 'OIX'}, default='IOX'
+        Layout of ``w``: 'IOX' is ONNX's (C, M/group, k1, ..., kn), 'XOI'
+        (k1, ..., kn, M/group, C) and 'OIX' (M/group, C, k1, ..., kn).
     num_threads : int, optional
         OpenMP threads.  ``None`` uses every core the process may use (and
         respects ``OMP_NUM_THREADS``).  Results are bitwise identical for every
@@ -87,6 +63,7 @@ class ConvTranspose:
     See Also
     --------
     conv_transpose : the same operator as a function.
+    convt.onnx.from_node : the estimator of an ONNX node.
 
     Notes
     -----
@@ -107,6 +84,13 @@ class ConvTranspose:
     (1, 1, 6, 6)
     >>> layer
     ConvTranspose(auto_pad='SAME_UPPER', strides=(2, 2))
+
+    Channels-last images, with a bare int stride:
+
+    >>> images = np.ones((2, 8, 8, 3), dtype=np.float32)           # (N, H, W, C)
+    >>> ConvTranspose(strides=2, pads=(1, 1, 1, 1), data_format="NXC").apply(
+    ...     images, np.ones((3, 5, 4, 4), dtype=np.float32)).shape
+    (2, 16, 16, 5)
     """
 
     def __init__(
@@ -120,6 +104,9 @@ class ConvTranspose:
         output_shape=None,
         pads=None,
         strides=None,
+        opset=None,
+        data_format="NCX",
+        filter_format="IOX",
         num_threads=None,
     ):
         self.auto_pad = auto_pad
@@ -130,90 +117,40 @@ class ConvTranspose:
         self.output_shape = output_shape
         self.pads = pads
         self.strides = strides
+        self.opset = opset
+        self.data_format = data_format
+        self.filter_format = filter_format
         self.num_threads = num_threads
         self._attributes()
 
-    @classmethod
-    @functools.cache
-    def _param_names(cls):
-        signature = inspect.signature(cls.__init__)
-        return tuple(name for name in signature.parameters if name != "self")
+    _validate = staticmethod(_validation.validate)
 
-    def _attributes(self):
-        return _validated(self.get_params())
-
-    def get_params(self, deep=True):
-        """Parameters of this estimator, by name.
-
-        Parameters
-        ----------
-        deep : bool, default=True
-            Accepted for scikit-learn compatibility; there are no sub-estimators.
-
-        Returns
-        -------
-        dict
-
-        Examples
-        --------
-        >>> from convt import ConvTranspose
-        >>> ConvTranspose(group=2).get_params()["group"]
-        2
-        """
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        """Set parameters; the new combination is validated before anything changes.
-
-        Returns
-        -------
-        self : ConvTranspose
-
-        Examples
-        --------
-        >>> from convt import ConvTranspose
-        >>> ConvTranspose().set_params(strides=(2,), pads=(1, 1))
-        ConvTranspose(pads=(1, 1), strides=(2,))
-        """
-        valid = self._param_names()
-        for name in params:
-            if name not in valid:
-                raise ValueError(
-                    f"Invalid parameter {name!r} for ConvTranspose. Valid parameters are: "
-                    f"{', '.join(valid)}."
-                )
-        merged = {**self.get_params(), **params}
-        _validation.validate(merged)
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self):
-        defaults = inspect.signature(type(self).__init__).parameters
-        shown = []
-        for name in self._param_names():
-            value = getattr(self, name)
-            default = defaults[name].default
-            if value is default or (isinstance(value, (str, int)) and value == default):
-                continue
-            shown.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(shown)})"
+    def _check_shapes(self, attributes, x_shape, w_shape, b_shape):
+        _layouts.check_shapes(x_shape, w_shape, b_shape, attributes.group,
+                              attributes.data_format, attributes.filter_format,
+                              attributes.axis_count())
 
     def _prepare(self, x, w, b):
+        """Validated attributes, the (N, C, D...) and (C, M/group, k...) views of x and
+        w, the bias and the geometry."""
         attributes = self._attributes()
-        x = _arrays.as_operand("x", x)
-        w = _arrays.as_operand("w", w)
-        b = None if b is None else _arrays.as_operand("b", b)
-        _arrays.check_same_dtype(x, w, b)
-        _arrays.check_shapes(x.shape, w.shape, None if b is None else b.shape, attributes.group)
+        arrays = _frontend.operands({"x": x, "w": w, "b": b}, opset=attributes.opset)
+        x, w, b = arrays["x"], arrays["w"], arrays["b"]
+        self._check_shapes(attributes, x.shape, w.shape, None if b is None else b.shape)
+        x = _layouts.data_view(x, attributes.data_format)
+        w = _layouts.filter_view(w, attributes.filter_format)
         geometry = _geometry.resolve(attributes, x.shape, w.shape)
         return attributes, x, w, b, geometry
 
     def _geometry_for(self, x_shape, w_shape):
         attributes = self._attributes()
         x_shape, w_shape = tuple(x_shape), tuple(w_shape)
-        _arrays.check_shapes(x_shape, w_shape, None, attributes.group)
-        return _geometry.resolve(attributes, x_shape, w_shape)
+        self._check_shapes(attributes, x_shape, w_shape, None)
+        return _geometry.resolve(
+            attributes,
+            _layouts.canonical_data_shape(x_shape, attributes.data_format),
+            _layouts.canonical_filter_shape(w_shape, attributes.filter_format),
+        )
 
     def output_shape_for(self, x_shape, w_shape):
         """The output shape for inputs of these shapes, without computing anything.
@@ -221,14 +158,14 @@ class ConvTranspose:
         Parameters
         ----------
         x_shape : tuple of int
-            ``(N, C, D1, ..., Dn)``.
+            ``(N, C, D1, ..., Dn)`` (``(N, D1, ..., Dn, C)`` for data_format 'NXC').
         w_shape : tuple of int
-            ``(C, M / group, k1, ..., kn)``.
+            ``(C, M / group, k1, ..., kn)``, or its filter_format order.
 
         Returns
         -------
         tuple of int
-            ``(N, M, O1, ..., On)``.
+            ``(N, M, O1, ..., On)`` (``(N, O1, ..., On, M)`` for 'NXC').
 
         Examples
         --------
@@ -238,7 +175,10 @@ class ConvTranspose:
         (1, 4, 32, 32)
         """
         geometry = self._geometry_for(x_shape, w_shape)
-        return (x_shape[0], w_shape[1] * self._attributes().group) + geometry.output_shape
+        attributes = self._attributes()
+        w_shape = _layouts.canonical_filter_shape(w_shape, attributes.filter_format)
+        return _layouts.data_shape(attributes.data_format, int(x_shape[0]),
+                                   w_shape[1] * attributes.group, geometry.output_shape)
 
     def pads_for(self, x_shape, w_shape):
         """The resolved (begin, end) pads of every spatial axis.
@@ -262,9 +202,17 @@ class ConvTranspose:
         >>> ConvTranspose(strides=(3, 2), output_shape=(10, 8)).pads_for(
         ...     (1, 1, 3, 3), (1, 2, 3, 3))
         ((0, -1), (0, -1))
+        >>> ConvTranspose(strides=(3, 2), output_shape=(10, 8), opset=9).pads_for(
+        ...     (1, 1, 3, 3), (1, 2, 3, 3))
+        ((-1, 0), (-1, 0))
         """
         geometry = self._geometry_for(x_shape, w_shape)
         return tuple(zip(geometry.pads_begin, geometry.pads_end))
+
+    def _apply(self, x, w, b=None, out=None, engine=None, backend=None, **overrides):
+        attributes, x, w, b, geometry = self._prepare(x, w, b)
+        return _frontend.compute(x, w, b, geometry, attributes.group, attributes.num_threads,
+                                 attributes.data_format, out, engine, backend, **overrides)
 
     def apply(self, x, w, b=None, *, out=None):
         """Compute the transposed convolution of ``x`` with ``w`` (and bias ``b``).
@@ -272,18 +220,21 @@ class ConvTranspose:
         Parameters
         ----------
         x : array_like, shape (N, C, D1, ..., Dn)
-            float16, float32 or float64; any memory layout.
+            Or (N, D1, ..., Dn, C) for data_format 'NXC'.  float16, float32 or
+            float64; any memory layout.
         w : array_like, shape (C, M / group, k1, ..., kn)
-            Same dtype as ``x``.
+            Or its filter_format order.  Same dtype as ``x``.
         b : array_like, shape (M,), optional
             Same dtype as ``x``.
         out : ndarray, optional
-            C-contiguous array of the exact output shape and dtype to write into.
+            Array of the exact output shape and dtype to write into,
+            C-contiguous in the data_format's order.
 
         Returns
         -------
         ndarray, shape (N, M, O1, ..., On)
-            In the dtype of ``x`` (native byte order); ``out`` if given.
+            Or (N, O1, ..., On, M) for 'NXC'; in the dtype of ``x`` (native byte
+            order), C-contiguous; ``out`` if given.
 
         Examples
         --------
@@ -295,12 +246,7 @@ class ConvTranspose:
         array([[[0., 1., 3., 3., 2.],
                 [0., 1., 3., 3., 2.]]])
         """
-        from . import _engine  # compiled kernels load on first use: a quick `import convt`
-
-        attributes, x, w, b, geometry = self._prepare(x, w, b)
-        shape = (x.shape[0], w.shape[1] * attributes.group) + geometry.output_shape
-        y = _arrays.prepare_output(out, shape, x.dtype, {"x": x, "w": w, "b": b})
-        return _engine.compute(x, w, b, y, geometry, attributes.group, attributes.num_threads)
+        return self._apply(x, w, b, out)
 
 
 def conv_transpose(x, w, b=None, *, out=None, **params):
@@ -311,7 +257,8 @@ def conv_transpose(x, w, b=None, *, out=None, **params):
     x, w, b, out
         As in :meth:`ConvTranspose.apply`.
     **params
-        Any :class:`ConvTranspose` parameter (ONNX attribute names).
+        Any :class:`ConvTranspose` parameter (ONNX attribute names, ``opset``,
+        ``data_format``, ``filter_format``, ``num_threads``).
 
     Returns
     -------
@@ -323,7 +270,7 @@ def conv_transpose(x, w, b=None, *, out=None, **params):
     >>> from convt import conv_transpose
     >>> x = np.ones((1, 1, 2), dtype=np.float32)
     >>> w = np.ones((1, 1, 2), dtype=np.float32)
-    >>> conv_transpose(x, w, strides=(2,))
+    >>> conv_transpose(x, w, strides=2)
     array([[[1., 1., 1., 1.]]], dtype=float32)
     """
     return ConvTranspose(**params).apply(x, w, b, out=out)

@@ -1,22 +1,47 @@
-"""Shapes and pads of ConvTranspose, from the ONNX ConvTranspose-11/22 text.
+"""Shapes and pads of a transposed convolution, from each operator text convt implements.
 
 Pure Python: no arrays, so it can be tested without compiling anything.
 Per spatial axis, with stride s, dilation d, kernel k, input size i and
-output_padding a, the text's full size is ``s * (i - 1) + a + (k - 1) * d + 1``:
+output_padding a, every text has the same full size
+``s * (i - 1) + a + (k - 1) * d + 1``; the output is that range cropped by
+``pads_begin`` and ``pads_end`` (a negative pad is a zero-filled margin).
+The texts differ only in how they generate the pads, one function each:
+
+* :func:`onnx_pads` -- ONNX ConvTranspose-11/22, and ConvTranspose-1 for opsets 1-10;
+* :func:`openvino_pads` -- OpenVINO ConvolutionBackpropData-1;
+* :func:`onednn_pads` -- oneDNN Graph ConvTranspose-1.
+
+Every front-end turns its attributes into one :class:`Geometry` through
+:func:`build`, so the kernels see a single resolved problem.
+
+ONNX ConvTranspose-11/22:
 
 * explicit ``pads``: output = full - pads_begin - pads_end;
 * ``output_shape`` given: total padding = full - output_shape, split with
   floor division (``begin = total // 2`` for SAME_UPPER, otherwise
-  ``begin = total - total // 2``); pads may be negative, which makes
-  zero-filled margins;
+  ``begin = total - total // 2``); pads may be negative;
 * SAME_UPPER / SAME_LOWER without output_shape: as if output_shape were
   ``i * s``, so the total includes output_padding and may be negative;
 * VALID: zero pads.
+
+ONNX ConvTranspose-1 (opsets 1 to 10), read from its text:
+
+* ``output_shape`` given: the summary's equations, the mirror image of
+  ConvTranspose-11's: ``begin = total // 2`` unless auto_pad is SAME_UPPER,
+  which gets ``begin = total - total // 2`` (onnx/onnx#1609).  ``/`` is read
+  as floor division, as in ConvTranspose-11 and ONNX's Python examples.
+* SAME_UPPER / SAME_LOWER without output_shape: "pad the input so that the
+  output spatial size match the input", read literally: output = ``i`` (the
+  reading onnx/onnx#3153 states for that wording; ConvTranspose-11 changed
+  it to ``i * s``).  The odd unit follows the auto_pad attribute's own
+  sentence: at the end for SAME_UPPER, at the beginning for SAME_LOWER.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ._validation import FIRST_OPSET_11, per_axis
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,88 @@ def split_total_padding(total, auto_pad):
     return begin, total - begin
 
 
+def split_total_padding_opset1(total, auto_pad):
+    """(begin, end) pads from an output_shape total by ConvTranspose-1's equations:
+    ``begin = total / 2`` unless SAME_UPPER, which gets ``total - total / 2``
+    (floor division)."""
+    if auto_pad == "SAME_UPPER":
+        begin = total - total // 2
+    else:
+        begin = total // 2
+    return begin, total - begin
+
+
+def _c_half(total):
+    """``total / 2`` in C++ integer arithmetic: truncated toward zero."""
+    return -((-total) // 2) if total < 0 else total // 2
+
+
+def full_sizes(inputs, kernel, strides, dilations, output_padding):
+    """The full size of every axis."""
+    return tuple(full_size(*axis) for axis in zip(inputs, kernel, strides, dilations,
+                                                  output_padding))
+
+
+def build(inputs, kernel, strides, dilations, output_padding, begin, end):
+    """The Geometry of these per-axis numbers; every output axis must be non-empty."""
+    full = full_sizes(inputs, kernel, strides, dilations, output_padding)
+    outputs = tuple(f - b - e for f, b, e in zip(full, begin, end))
+    for axis, size in enumerate(outputs):
+        if size < 1:
+            raise ValueError(
+                f"The pads leave an empty output on spatial axis {axis}: full size {full[axis]} "
+                f"- pads_begin {begin[axis]} - pads_end {end[axis]} = {size}. Reduce pads on "
+                f"that axis (at most {full[axis] - 1} in total)."
+            )
+    return Geometry(
+        input_shape=tuple(inputs),
+        kernel_shape=tuple(kernel),
+        strides=tuple(strides),
+        dilations=tuple(dilations),
+        output_padding=tuple(output_padding),
+        pads_begin=tuple(begin),
+        pads_end=tuple(end),
+        output_shape=outputs,
+    )
+
+
+def _split_all(full, targets, split, auto_pad):
+    pairs = [split(f - t, auto_pad) for f, t in zip(full, targets)]
+    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+
+
+def onnx_pads(full, inputs, strides, auto_pad, pads, output_shape, opset):
+    """(begin, end) pads of every axis by ONNX ConvTranspose (version by opset).
+
+    Parameters
+    ----------
+    full : tuple of int
+        Full size of every axis (:func:`full_size`).
+    inputs, strides : tuple of int
+        Input size and stride of every axis.
+    auto_pad : str
+        'NOTSET', 'SAME_UPPER', 'SAME_LOWER' or 'VALID'.
+    pads : tuple of int or None
+        ONNX order ``(x1_begin, ..., xn_begin, x1_end, ..., xn_end)``.
+    output_shape : tuple of int or None
+    opset : int
+        Opsets below 11 use ConvTranspose-1, the others ConvTranspose-11/22.
+    """
+    count = len(full)
+    same = auto_pad in ("SAME_UPPER", "SAME_LOWER")
+    if output_shape is not None:
+        split = split_total_padding if opset >= FIRST_OPSET_11 else split_total_padding_opset1
+        return _split_all(full, output_shape, split, auto_pad)
+    if same and opset >= FIRST_OPSET_11:
+        return _split_all(full, [i * s for i, s in zip(inputs, strides)], split_total_padding,
+                          auto_pad)
+    if same:
+        return _split_all(full, inputs, split_total_padding, auto_pad)
+    if auto_pad == "VALID" or pads is None:
+        return (0,) * count, (0,) * count
+    return tuple(pads[:count]), tuple(pads[count:])
+
+
 def _check_axis_count(attributes, x_shape):
     count = len(x_shape) - 2
     given = attributes.axis_count()
@@ -64,12 +171,12 @@ def _check_axis_count(attributes, x_shape):
 
 
 def resolve(attributes, x_shape, w_shape):
-    """Resolve pads and output size of every spatial axis.
+    """Resolve pads and output size of every spatial axis by the ONNX text.
 
     Parameters
     ----------
     attributes : convt._validation.Attributes
-        Validated parameters.
+        Validated parameters (``attributes.opset`` picks the ConvTranspose version).
     x_shape, w_shape : tuple of int
         Shapes of the input (N, C, D1, ..., Dn) and weight (C, M/group, k1, ..., kn);
         their ranks and channel counts are assumed checked.
@@ -87,41 +194,92 @@ def resolve(attributes, x_shape, w_shape):
             f"The 'kernel_shape' parameter of ConvTranspose must equal w.shape[2:] = {kernel} "
             f"when given; got {attributes.kernel_shape}. Drop it or match the weight."
         )
-    strides = attributes.strides or (1,) * count
-    dilations = attributes.dilations or (1,) * count
-    output_padding = attributes.output_padding or (0,) * count
-    full = tuple(
-        full_size(*axis) for axis in zip(inputs, kernel, strides, dilations, output_padding)
-    )
-    if attributes.output_shape is not None:
-        targets = attributes.output_shape
-    elif attributes.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        targets = tuple(size * stride for size, stride in zip(inputs, strides))
-    else:
-        targets = None
-    if targets is not None:
-        pairs = [split_total_padding(f - t, attributes.auto_pad) for f, t in zip(full, targets)]
-        begin = tuple(pair[0] for pair in pairs)
-        end = tuple(pair[1] for pair in pairs)
-    elif attributes.auto_pad == "VALID" or attributes.pads is None:
-        begin = end = (0,) * count
-    else:
-        begin, end = attributes.pads[:count], attributes.pads[count:]
-    outputs = tuple(f - b - e for f, b, e in zip(full, begin, end))
-    for axis, size in enumerate(outputs):
-        if size < 1:
-            raise ValueError(
-                f"The pads leave an empty output on spatial axis {axis}: full size {full[axis]} "
-                f"- pads_begin {begin[axis]} - pads_end {end[axis]} = {size}. Reduce pads on "
-                f"that axis (at most {full[axis] - 1} in total)."
-            )
-    return Geometry(
-        input_shape=inputs,
-        kernel_shape=kernel,
-        strides=strides,
-        dilations=dilations,
-        output_padding=output_padding,
-        pads_begin=begin,
-        pads_end=end,
-        output_shape=outputs,
-    )
+    strides = per_axis(attributes.strides, count, 1)
+    dilations = per_axis(attributes.dilations, count, 1)
+    output_padding = per_axis(attributes.output_padding, count, 0)
+    full = full_sizes(inputs, kernel, strides, dilations, output_padding)
+    begin, end = onnx_pads(full, inputs, strides, attributes.auto_pad, attributes.pads,
+                           attributes.output_shape, attributes.opset)
+    return build(inputs, kernel, strides, dilations, output_padding, begin, end)
+
+
+def openvino_pads(full, auto_pad, pads_begin, pads_end, output_shape):
+    """(begin, end) pads of every axis by OpenVINO's ConvolutionBackpropData-1 text.
+
+    Without ``output_shape``: ``pads_begin``/``pads_end`` for 'explicit', zero
+    pads for every other auto_pad ("if auto_pads != None: pads = 0").  With
+    it, pads_begin and pads_end are ignored and the total
+    ``full - output_shape`` is split as the text writes (``//``, floor):
+    'same_upper' gets ``end = total // 2`` (the odd unit at the beginning),
+    every other mode ``begin = total // 2`` (the odd unit at the end).
+    """
+    count = len(full)
+    if output_shape is not None:
+        begin, end = [], []
+        for f, o in zip(full, output_shape):
+            total = f - o
+            if auto_pad == "same_upper":
+                end.append(total // 2)
+                begin.append(total - end[-1])
+            else:
+                begin.append(total // 2)
+                end.append(total - begin[-1])
+        return tuple(begin), tuple(end)
+    if auto_pad == "explicit":
+        return tuple(pads_begin), tuple(pads_end)
+    return (0,) * count, (0,) * count
+
+
+def resolve_openvino(x_shape, w_shape, *, strides, dilations, auto_pad, pads_begin, pads_end,
+                     output_padding, output_shape=None):
+    """Geometry of ConvolutionBackpropData-1 for an input (N, C, D...) and a weight
+    (C, M/group, k...); per-axis values are tuples (or None for output_padding)."""
+    count = len(x_shape) - 2
+    inputs = tuple(int(v) for v in x_shape[2:])
+    kernel = tuple(int(v) for v in w_shape[2:])
+    strides = per_axis(strides, count, 1)
+    dilations = per_axis(dilations, count, 1)
+    output_padding = per_axis(output_padding, count, 0)
+    full = full_sizes(inputs, kernel, strides, dilations, output_padding)
+    begin, end = openvino_pads(full, auto_pad, pads_begin, pads_end, output_shape)
+    return build(inputs, kernel, strides, dilations, output_padding, begin, end)
+
+
+def onednn_pads(kernel, strides, dilations, auto_pad, pads_begin, pads_end):
+    """(begin, end) pads of every axis by oneDNN Graph's ConvTranspose-1 text.
+
+    'SAME_UPPER'/'SAME_LOWER': total = ``(k - 1) * d + 1 - s`` (output_padding
+    not in it, so the output is ``i * s + output_padding``), split with the
+    text's C++ ``/`` (truncation toward zero): SAME_UPPER ``begin = total / 2``,
+    SAME_LOWER ``end = total / 2``.  'VALID': zero pads.  'None': pads_begin
+    and pads_end.
+    """
+    count = len(kernel)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for k, s, d in zip(kernel, strides, dilations):
+            total = (k - 1) * d + 1 - s
+            if auto_pad == "SAME_UPPER":
+                begin.append(_c_half(total))
+                end.append(total - begin[-1])
+            else:
+                end.append(_c_half(total))
+                begin.append(total - end[-1])
+        return tuple(begin), tuple(end)
+    if auto_pad == "VALID":
+        return (0,) * count, (0,) * count
+    return tuple(pads_begin), tuple(pads_end)
+
+
+def resolve_onednn(x_shape, w_shape, *, strides, dilations, auto_pad, pads_begin, pads_end,
+                   output_padding):
+    """Geometry of oneDNN Graph ConvTranspose-1 for an input (N, C, D...) and a weight
+    (C, M/groups, k...); per-axis values are tuples (or None for output_padding)."""
+    count = len(x_shape) - 2
+    inputs = tuple(int(v) for v in x_shape[2:])
+    kernel = tuple(int(v) for v in w_shape[2:])
+    strides = per_axis(strides, count, 1)
+    dilations = per_axis(dilations, count, 1)
+    output_padding = per_axis(output_padding, count, 0)
+    begin, end = onednn_pads(kernel, strides, dilations, auto_pad, pads_begin, pads_end)
+    return build(inputs, kernel, strides, dilations, output_padding, begin, end)

@@ -26,13 +26,9 @@ ACCUMULATION_EPS = {
 def run_engine(engine, x, w, b=None, num_threads=None, overrides=None, **params):
     """ConvTranspose(**params) on x, w, b through one forced engine ('direct',
     'direct-<family>', 'gemm-<kernel set>'); ``overrides`` replace decision fields."""
-    layer = ConvTranspose(**params)
-    attributes, x, w, b, geometry = layer._prepare(x, w, b)
-    shape = layer.output_shape_for(x.shape, w.shape)
-    y = np.empty(shape, dtype=x.dtype)
+    layer = ConvTranspose(num_threads=num_threads, **params)
     name, _, kernel_set = engine.partition("-")
-    return _engine.compute(x, w, b, y, geometry, attributes.group, num_threads,
-                           engine=name, backend=kernel_set or None, **(overrides or {}))
+    return layer._apply(x, w, b, engine=name, backend=kernel_set or None, **(overrides or {}))
 
 
 def plan_of(kernel_set, x, w, b=None, engine="gemm", **params):
@@ -59,7 +55,10 @@ def error_bound(x, w, b, params):
         np.abs(np.asarray(x, np.float64)), np.abs(np.asarray(w, np.float64)),
         None if b is None else np.abs(np.asarray(b, np.float64)), **params)
     group = params.get("group", 1)
-    terms = np.asarray(x).shape[1] // group * int(np.prod(np.asarray(w).shape[2:])) + 2
+    x_shape, w_shape = np.shape(x), np.shape(w)
+    channels = x_shape[-1] if params.get("data_format") == "NXC" else x_shape[1]
+    kernel = w_shape[:-2] if params.get("filter_format") == "XOI" else w_shape[2:]
+    terms = channels // group * int(np.prod(kernel)) + 2
     bound = terms * eps * magnitude
     if dtype == np.float16:
         exact = np.abs(reference_conv_transpose(x, w, b, **params))
@@ -90,3 +89,11 @@ def case_operands(cases, name, dtype, with_bias=True):
     w = rng.standard_normal(w_shape).astype(dtype)
     b = rng.standard_normal(w_shape[1] * params.get("group", 1)).astype(dtype) if with_bias else None
     return x, w, b, params
+
+
+def examples(default):
+    """Hypothesis examples for one test: ``default``, or CONVT_HYPOTHESIS_EXAMPLES when set
+    (the thorough profile)."""
+    import os
+
+    return int(os.environ.get("CONVT_HYPOTHESIS_EXAMPLES", default))

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import convt
-from convt import _estimator
 
 
 def _run(*arguments):
@@ -38,8 +37,14 @@ def test_unknown_command_is_a_usage_error():
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
-@pytest.mark.parametrize("module", [convt, _estimator], ids=lambda m: m.__name__)
-def test_docstring_examples(module):
+@pytest.mark.parametrize("name", ["convt", "convt._estimator", "convt._frontend", "convt.onnx",
+                                  "convt.openvino", "convt.onednn"])
+def test_docstring_examples(name):
+    import importlib
+
+    if name == "convt.onnx":
+        pytest.importorskip("onnx")
+    module = importlib.import_module(name)
     failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried > 0 and failures == 0
 

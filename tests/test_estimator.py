@@ -10,7 +10,7 @@ from convt import ConvTranspose, conv_transpose
 
 ALL = dict(auto_pad="NOTSET", dilations=[1, 2], group=2, kernel_shape=(3, 3),
            output_padding=np.array([1, 1]), output_shape=None, pads=(1, 0, 1, 0),
-           strides=(2, 2), num_threads=1)
+           strides=(2, 2), opset=13, data_format="NXC", filter_format="XOI", num_threads=1)
 
 
 def test_get_params_returns_values_as_given():

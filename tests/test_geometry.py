@@ -92,3 +92,64 @@ def test_geometry_imports_without_the_compiled_kernels():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "((1, 0),)"
+
+
+# ------------------------------------------------------------------ other texts' resolvers
+
+from convt._geometry import build, resolve_onednn, resolve_openvino  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, params, output_shape, pads, expected",
+    [
+        # OpenVINO ConvolutionBackpropData-1, example 1: 2*223 + 3 - 1 - 1 = 447
+        ((1, 20, 224, 224), (20, 10, 3, 3),
+         dict(strides=(2, 2), dilations=(1, 1), auto_pad="explicit", pads_begin=(1, 1),
+              pads_end=(1, 1), output_padding=(0, 0)), None, ((1, 1), (1, 1)), (447, 447)),
+        # example 2: 3*1 + 3 + 2 = 8
+        ((1, 20, 2, 2), (20, 10, 3, 3),
+         dict(strides=(3, 3), dilations=(1, 1), auto_pad="explicit", pads_begin=(0, 0),
+              pads_end=(0, 0), output_padding=(2, 2)), None, ((0, 0), (0, 0)), (8, 8)),
+        # example 3: output_shape 450 with valid: total 226 - 450 = -224, split -112/-112
+        ((1, 20, 224, 224), (20, 10, 3, 3),
+         dict(strides=(1, 1), dilations=(1, 1), auto_pad="valid", pads_begin=(1, 1),
+              pads_end=(1, 1), output_padding=(0, 0)), (450, 450),
+         ((-112, -112), (-112, -112)), (450, 450)),
+    ],
+)
+def test_openvino_examples(x_shape, w_shape, params, output_shape, pads, expected):
+    geometry = resolve_openvino(x_shape, w_shape, output_shape=output_shape, **params)
+    assert geometry.output_shape == expected
+    assert tuple(zip(geometry.pads_begin, geometry.pads_end)) == pads
+
+
+def test_onednn_formulas():
+    # SAME: total = (k - 1) * d + 1 - s = 3 * 1 + 1 - 2 = 2 -> output i * s + output_padding
+    geometry = resolve_onednn((1, 8, 16, 16), (8, 4, 4, 4), strides=(2, 2), dilations=(1, 1),
+                              auto_pad="SAME_UPPER", pads_begin=(0, 0), pads_end=(0, 0),
+                              output_padding=(1, 0))
+    assert geometry.output_shape == (33, 32)
+    assert geometry.pads_begin == (1, 1) and geometry.pads_end == (1, 1)
+    # explicit: s(i - 1) + a + (k - 1)d + 1 - pads_begin - pads_end = 30 + 0 + 7 - 1 - 2 = 34
+    geometry = resolve_onednn((1, 8, 16), (8, 4, 4), strides=(2,), dilations=(2,),
+                              auto_pad="None", pads_begin=(1,), pads_end=(2,), output_padding=None)
+    assert geometry.output_shape == (34,)
+
+
+def test_build_refuses_an_empty_output():
+    with pytest.raises(ValueError, match="empty output on spatial axis 0"):
+        build((2,), (1,), (1,), (1,), (0,), (1,), (1,))
+
+
+def test_front_ends_resolve_without_the_compiled_kernels():
+    code = (
+        "import sys; sys.modules['convt._kernels'] = None\n"
+        "from convt.openvino import ConvolutionBackpropData\n"
+        "from convt.onednn import ConvTranspose\n"
+        "print(ConvolutionBackpropData(strides=2, pads_begin=(1,), pads_end=(1,), dilations=1)"
+        ".output_shape_for((1, 1, 4), (1, 1, 3)),\n"
+        "      ConvTranspose(strides=2, pads_begin=(0,), pads_end=(0,), dilations=1,"
+        " auto_pad='SAME_UPPER').pads_for((1, 4, 1), (3, 1, 1)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "(1, 1, 7) ((0, 1),)"

@@ -6,7 +6,7 @@ import pytest
 import _onnx_shim
 import onnx_text_examples
 from _helpers import ENGINES, run_engine
-from convt import ConvTranspose, conv_transpose
+from convt import conv_transpose
 from convt._reference import reference_conv_transpose
 
 
@@ -52,28 +52,30 @@ def _onnx_node_cases():
     return node.collect_testcases("ConvTranspose")
 
 
-def _attributes(node):
-    from onnx import helper
+def test_onnx_node_cases_through_run_node():
+    # ONNX's own node test cases, each a model of one node (opset 22), through
+    # convt.onnx.run_node: given the model, and given the bare node.
+    from convt.onnx import from_node, run_node
 
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def _decoded(attributes):
-    return {k: v.decode() if isinstance(v, bytes) else (list(v) if isinstance(v, list) else v)
-            for k, v in attributes.items()}
-
-
-def test_onnx_node_cases():
     cases = _onnx_node_cases()
     assert len(cases) == 11
     for case in cases:
         (node,) = case.model.graph.node
-        attributes = _decoded(_attributes(node))
+        assert from_node(case.model).get_params()["opset"] == 22
         for inputs, outputs in case.data_sets:
-            for engine in (None,) + ENGINES:
-                if engine is None:
-                    y = ConvTranspose(**attributes).apply(*inputs)
-                else:
-                    y = run_engine(engine, *inputs, **attributes)
+            for source in (case.model, node):
+                (y,) = run_node(source, inputs)
                 assert y.shape == outputs[0].shape, case.name
+                np.testing.assert_array_equal(y, outputs[0], err_msg=case.name)
+
+
+def test_onnx_node_cases_each_engine():
+    from convt.onnx import from_node
+
+    for case in _onnx_node_cases():
+        params = from_node(case.model).get_params()
+        for inputs, outputs in case.data_sets:
+            for engine in ENGINES:
+                y = run_engine(engine, *inputs, **{k: v for k, v in params.items()
+                                                   if k != "num_threads"})
                 np.testing.assert_array_equal(y, outputs[0], err_msg=f"{case.name} {engine}")

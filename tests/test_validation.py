@@ -24,7 +24,9 @@ W = np.ones((2, 3, 2, 2), dtype=np.float32)
         (dict(num_threads=0), ValueError, r"'num_threads'.*int >= 1 or None.*got 0"),
         (dict(num_threads=2.0), TypeError, r"'num_threads'.*got 2.0"),
         (dict(strides=(2, 0)), ValueError, r"'strides'.*>= 1.*got \(2, 0\)"),
-        (dict(strides=2), TypeError, r"'strides'.*sequence of integers.*got 2"),
+        (dict(strides=0), ValueError, r"'strides'.*an int >= 1 \(for every axis\).*got 0"),
+        (dict(strides=2.0), TypeError, r"'strides'.*an int >= 1.*got 2.0"),
+        (dict(output_padding=1), TypeError, r"'output_padding'.*sequence of integers.*got 1"),
         (dict(strides="22"), TypeError, r"'strides'.*got '22'"),
         (dict(strides=[1.5, 2]), TypeError, r"'strides'.*element 1.5 is not an int"),
         (dict(strides=[]), ValueError, r"'strides'.*non-empty.*got \[\]"),
@@ -87,7 +89,7 @@ def _shape_error(x_shape, w_shape, b_shape=None, **params):
 @pytest.mark.parametrize(
     "call, pattern",
     [
-        (_shape_error((2, 3), (3, 1)), r"x must have shape \(N, C, D1, \.\.\., Dn\).*got shape \(2, 3\)"),
+        (_shape_error((2, 3), (3, 1)), r"x must have shape \(N, C, D1, \.\.\., Dn\).*got x.shape=\(2, 3\)"),
         (_shape_error((1, 2, 4, 4), (2, 1, 3)), r"same rank as x.*rank 4.*rank 3"),
         (_shape_error((1, 2, 4, 4), (3, 1, 3, 3)), r"w.shape\[0\] must equal.*x.shape\[1\]=2"),
         (_shape_error((1, 3, 4, 4), (3, 1, 3, 3), group=2), r"group=2 must divide.*x.shape\[1\]=3"),
@@ -183,7 +185,9 @@ ANYTHING = st.one_of(
 
 @given(params=st.dictionaries(
     st.sampled_from(["auto_pad", "dilations", "group", "kernel_shape", "output_padding",
-                     "output_shape", "pads", "strides", "num_threads"]), ANYTHING))
+                     "output_shape", "pads", "strides", "num_threads", "opset", "data_format",
+                     "filter_format"]), ANYTHING | st.sampled_from(["NCX", "NXC", "IOX", "XOI",
+                                                                      "OIX"])))
 def test_arbitrary_parameters_only_raise_value_or_type_errors(params):
     x = np.ones((1, 2, 3, 3), np.float32)
     w = np.ones((2, 1, 2, 2), np.float32)

@@ -1,0 +1,184 @@
+"""What every front-end shares: the parameter protocol, operand coercion and the one
+call into the engine.
+
+Each front-end (``ConvTranspose``, ``convt.openvino``, ``convt.onednn``)
+validates its own attributes in its own vocabulary, resolves them to a
+:class:`convt._geometry.Geometry` with its spec's pad rules, and calls
+:func:`compute`, which runs ``convt._engine.compute`` once on (N, C, D...),
+(C, M/group, k...) and (N, M, O...) views of the user's arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from . import _arrays, _layouts, _validation
+
+
+def _frozen(value):
+    """A hashable snapshot of a parameter value that keeps every type, or None."""
+    if isinstance(value, np.ndarray):
+        return (np.ndarray, value.dtype.str, value.shape, tuple(value.ravel().tolist()))
+    if isinstance(value, (list, tuple)):
+        items = tuple(_frozen(item) for item in value)
+        return None if None in items else (type(value), items)
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return (type(value), value)
+
+
+_VALIDATED = {}
+_VALIDATED_LIMIT = 256
+
+
+def validated(validate, params):
+    """validate(params), memoised on a typed snapshot of the values.
+
+    The snapshot is taken on every call, so parameters changed in place (a list
+    edited after construction) are validated again.  Only valid combinations
+    are remembered.
+    """
+    snapshot = tuple(_frozen(value) for value in params.values())
+    if None in snapshot:
+        return validate(params)
+    key = (validate, tuple(params), snapshot)
+    attributes = _VALIDATED.get(key)
+    if attributes is None:
+        attributes = validate(params)
+        if len(_VALIDATED) >= _VALIDATED_LIMIT:
+            _VALIDATED.clear()
+        _VALIDATED[key] = attributes
+    return attributes
+
+
+class Parameters:
+    """scikit-learn's parameter protocol for a front-end with keyword-only parameters.
+
+    Subclasses define ``__init__`` (storing every parameter as given, then
+    calling ``self._attributes()``) and ``_validate(params)``, a static
+    method returning the normalised attributes or raising.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        # Before __init__: an unknown keyword gets a suggestion, not Python's bare TypeError.
+        valid = cls._param_names()
+        for name in kwargs:
+            if name not in valid:
+                raise TypeError(_validation.unknown_parameter_message(cls.__name__, name, valid))
+        return super().__new__(cls)
+
+    @classmethod
+    @functools.cache
+    def _param_names(cls):
+        signature = inspect.signature(cls.__init__)
+        return tuple(name for name in signature.parameters if name != "self")
+
+    def _attributes(self):
+        return validated(self._validate, self.get_params())
+
+    def get_params(self, deep=True):
+        """Parameters of this estimator, by name, as given.
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Accepted for scikit-learn compatibility; there are no sub-estimators.
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> from convt import ConvTranspose
+        >>> ConvTranspose(group=2).get_params()["group"]
+        2
+        """
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        """Set parameters; the new combination is validated before anything changes.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from convt import ConvTranspose
+        >>> ConvTranspose().set_params(strides=(2,), pads=(1, 1))
+        ConvTranspose(pads=(1, 1), strides=(2,))
+        """
+        valid = self._param_names()
+        for name in params:
+            if name not in valid:
+                raise ValueError(_validation.unknown_parameter_message(
+                    type(self).__name__, name, valid))
+        merged = {**self.get_params(), **params}
+        self._validate(merged)
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = inspect.signature(type(self).__init__).parameters
+        shown = []
+        for name in self._param_names():
+            value = getattr(self, name)
+            default = defaults[name].default
+            if value is default or (isinstance(value, (str, int)) and value == default):
+                continue
+            shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def operands(arrays, opset=None):
+    """The operands (name -> array-like or None) as arrays the kernels can read,
+    all of one dtype.
+
+    ``opset`` applies ONNX's per-opset dtype rule (bfloat16 from 22) before
+    convt's own dtype check, by dtype name, so it needs no ml_dtypes.
+    """
+    result = {}
+    for name, value in arrays.items():
+        if value is None:
+            result[name] = None
+            continue
+        array = _layouts.as_array(name, value)
+        if opset is not None:
+            _validation.check_opset_dtype(name, array.dtype, opset)
+        result[name] = _arrays.as_operand(name, array)
+    names = [name for name in result if result[name] is not None]
+    first = result[names[0]]
+    for name in names[1:]:
+        if result[name].dtype != first.dtype:
+            raise TypeError(
+                f"{names[0]} and {name} must have the same dtype; got "
+                f"{names[0]}.dtype={first.dtype} and {name}.dtype={result[name].dtype}. Cast one "
+                f"of them, e.g. {name}.astype({names[0]}.dtype).")
+    return result
+
+
+def compute(x, w, b, geometry, group, num_threads, data_format="NCX", out=None,
+            engine=None, backend=None, **overrides):
+    """Run the transposed convolution and return the output in ``data_format``.
+
+    ``x`` is an (N, C, D...) array or view, ``w`` a (C, M/group, k...) one, ``b``
+    (M,) or None.  The output is allocated (or ``out`` checked: C-contiguous in
+    ``data_format`` order) in the user's layout and the engine writes it
+    through an (N, M, O...) view.  ``engine``, ``backend`` and ``overrides``
+    force a kernel path (tests; see convt._engine.compute).
+    """
+    from . import _engine  # compiled kernels load on first use: a quick `import convt`
+
+    shape = _layouts.data_shape(data_format, x.shape[0], w.shape[1] * group,
+                                geometry.output_shape)
+    y = _arrays.prepare_output(out, shape, x.dtype, {"x": x, "w": w, "b": b})
+    _engine.compute(x, w, b, _layouts.data_view(y, data_format), geometry, group, num_threads,
+                    engine=engine, backend=backend, **overrides)
+    return y
