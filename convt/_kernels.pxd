@@ -188,3 +188,55 @@ cdef struct Operands:
     const Py_ssize_t* x_strides
     const Py_ssize_t* w_strides
     const Py_ssize_t* y_strides
+
+
+# The storage layer of a call (see _storage.pxi).
+cdef struct Storage:
+    Kernels kernels          # the family whose conversions and stores serve the call
+    int type                 # CONVT_F16, CONVT_BF16, CONVT_F32 or CONVT_F64
+    bint masked_stores       # stride-2 runs of the accumulation type use store_even
+
+
+# The GEMM engine (see _gemm.pxi and _scatter.pxi).
+cdef enum:
+    VARIANT_PLAIN = 0        # gemm[rows - 1]
+    VARIANT_PACK = 1         # gemm_pack[rows - 1]: also copies B for the next blocks
+    VARIANT_HALF = 2         # half[rows - 1]: a last panel of <= NR / 2 positions
+
+
+cdef struct Gemm:
+    Problem problem
+    const Axis* axes
+    Operands ops
+    Storage storage
+    GemmLayout layout
+    const GemmStack* stacks
+    const StackAxis* stack_axes        # [stack][axis]
+    const Py_ssize_t* tap_offsets      # [tap row][axis]
+    const Py_ssize_t* buffer_offsets
+    const PhaseAxis* phases            # [stacked phase][axis]
+    const WorkItem* items
+    const Py_ssize_t* block_starts
+    const Py_ssize_t* panel_offsets
+
+
+# The scalar arguments of one micro-kernel call.
+cdef struct Panel:
+    Py_ssize_t depth                   # K rows of this chunk
+    Py_ssize_t k_begin                 # its first K row (a column of the packed weights)
+    Py_ssize_t block                   # blocked-summation steps
+    const Py_ssize_t* offsets          # B row offsets
+    Py_ssize_t sibling                 # pair kernels: the odd rows' B and C shift
+    Py_ssize_t ldc                     # C (or y) row stride
+    bint accumulate
+
+
+cdef struct TileSpan:
+    Py_ssize_t y                       # first grid coordinate on axis ndim - 2 (0 in 1-D)
+    Py_ssize_t rows
+    Py_ssize_t x                       # first grid coordinate on the last axis
+    Py_ssize_t cols
+    Py_ssize_t first_block             # row blocks [first_block, end_block) of this item
+    Py_ssize_t end_block
+    Py_ssize_t first_row               # their rows [first_row, end_row)
+    Py_ssize_t end_row

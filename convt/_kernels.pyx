@@ -14,7 +14,8 @@ Files, by job (included here, one extension module):
   accumulation-type buffers;
 * ``_registry.pxi``: the kernel families of convt/src/registry.c, CPU
   features, OpenMP, and the check that plan records match convt._records;
-* ``_gemm.pxi``: the GEMM engine driver (tile buffers, micro-kernels, scatter);
+* ``_gemm.pxi``: the GEMM engine driver (tile buffers, micro-kernels, work items);
+* ``_scatter.pxi``: the GEMM engine's output side (product rows to y);
 * ``_pack.pxi``: weight packing for the GEMM engine;
 * ``_direct.pxi``: the direct engine driver (row kernels);
 * ``_signals.pxi``: running Python's signal handlers between work items;
@@ -63,6 +64,7 @@ cdef Operands operands_of(arrays) except *:
 include "_storage.pxi"
 include "_registry.pxi"
 include "_signals.pxi"
+include "_scatter.pxi"
 include "_gemm.pxi"
 include "_pack.pxi"
 include "_direct.pxi"

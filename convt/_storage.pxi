@@ -7,12 +7,6 @@
 # is contiguous.
 
 
-cdef struct Storage:
-    Kernels kernels          # the family whose conversions and stores serve the call
-    int type                 # CONVT_F16, CONVT_BF16, CONVT_F32 or CONVT_F64
-    bint masked_stores       # stride-2 runs of the accumulation type use store_even
-
-
 cdef inline const char* element(const char* base, Py_ssize_t index, int storage) noexcept nogil:
     return base + index * convt_itemsize(storage)
 

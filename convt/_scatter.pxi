@@ -1,0 +1,230 @@
+# Output side of the GEMM engine: writing product rows to their outputs.
+#
+# Product rows are ordered (leading phase, output channel, last-axis phase);
+# column r * row_stride + (u - tile.x) of a tile's product holds grid position
+# (lead, tile.y + r, u).  The residues of one output row are written together, front to back, so
+# stride-2 rows are stored in whole vectors; residue pairs (two stacks, one
+# work item) are interleaved the same way.  Exact stacks that store straight
+# into y have no scatter at all.
+
+
+cdef bint output_base(const Gemm* g, const PhaseAxis* phase, const WorkItem* item,
+                      Py_ssize_t channel, const Py_ssize_t* lead, Py_ssize_t* base) noexcept nogil:
+    """Offset in y of (image, channel) and of the phase's leading-axis outputs at
+    ``lead``; False if a leading coordinate is outside the phase's outputs."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t t
+    cdef int a
+    base[0] = item.image * g.ops.y_strides[0] + channel * g.ops.y_strides[1]
+    for a in range(last - 1):
+        t = lead[a] - phase[a].shift
+        if t < 0 or t >= phase[a].count:
+            return False
+        base[0] = base[0] + (phase[a].residue + t * g.axes[a].stride) * g.ops.y_strides[2 + a]
+    return True
+
+
+cdef bint row_offset(const Gemm* g, const PhaseAxis* phase, Py_ssize_t grid_row,
+                     Py_ssize_t* offset) noexcept nogil:
+    """Add the phase's output row on axis ndim - 2 for a grid row (nothing in 1-D);
+    False if that grid row has no output in this phase."""
+    cdef int a = g.problem.ndim - 2
+    cdef Py_ssize_t t
+    if a >= 0:
+        t = grid_row - phase[a].shift
+        if t < 0 or t >= phase[a].count:
+            return False
+        offset[0] = offset[0] + (phase[a].residue + t * g.axes[a].stride) * g.ops.y_strides[2 + a]
+    return True
+
+
+cdef inline Py_ssize_t phase_t_begin(const PhaseAxis* phase, int last, TileSpan tile) noexcept nogil:
+    return max(tile.x, phase[last].shift) - phase[last].shift
+
+
+cdef inline Py_ssize_t phase_t_end(const PhaseAxis* phase, int last, TileSpan tile) noexcept nogil:
+    return min(tile.x + tile.cols, phase[last].shift + phase[last].count) - phase[last].shift
+
+
+cdef void scatter_row(const Gemm* g, const PhaseAxis* phase, const WorkItem* item,
+                      Py_ssize_t channel, const Py_ssize_t* lead, TileSpan tile,
+                      const acc_t* source, Py_ssize_t row_stride, Py_ssize_t t_begin,
+                      Py_ssize_t t_end) noexcept nogil:
+    """Store one product row (one phase, one channel): outputs residue + t * stride
+    of the last axis for t in [t_begin, t_end), every grid row of the tile."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t base, offset, r
+    cdef acc_t bias
+    if t_end <= t_begin or not output_base(g, phase, item, channel, lead, &base):
+        return
+    bias = bias_of(&g.storage, g.ops.bias, channel, source)
+    base = base + (phase[last].residue + t_begin * g.axes[last].stride) * step
+    source = source + (t_begin + phase[last].shift - tile.x)
+    for r in range(tile.rows):
+        offset = base
+        if row_offset(g, phase, tile.y + r, &offset):
+            store_run(&g.storage, <char*>element(g.ops.y, offset, g.storage.type),
+                      g.axes[last].stride * step, source + r * row_stride, t_end - t_begin,
+                      bias)
+
+
+cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows,
+                            Py_ssize_t stride, Py_ssize_t count, acc_t bias) noexcept nogil:
+    """y[offset + (t * stride + q) * step] = rows[q][t] + bias, for t < count and q < stride:
+    the residues of one output row, written front to back (stride 2: whole vectors)."""
+    cdef int storage = g.storage.type
+    cdef Py_ssize_t step = g.ops.y_strides[1 + g.problem.ndim]
+    cdef Py_ssize_t done, chunk, t, q
+    cdef acc_t merged[64]
+    if stride == 2 and step == 1 and is_accumulation(storage, rows[0]):
+        if acc_t is float:
+            g.storage.kernels.f32.interleave(<float*>element(g.ops.y, offset, storage),
+                                             rows[0], rows[1], count, bias)
+        else:
+            g.storage.kernels.f64.interleave(<double*>element(g.ops.y, offset, storage),
+                                             rows[0], rows[1], count, bias)
+        return
+    # interleave a chunk of whole output groups, then store it as one run
+    done = 0
+    while done < count:
+        chunk = min(count - done, 64 // stride)
+        for t in range(chunk):
+            for q in range(stride):
+                merged[t * stride + q] = rows[q][done + t]
+        store_run(&g.storage, <char*>element(g.ops.y, offset + done * stride * step, storage),
+                  step, merged, chunk * stride, bias)
+        done = done + chunk
+
+
+cdef void scatter_siblings(const Gemm* g, const GemmStack* stack, const PhaseAxis* first,
+                           const WorkItem* item, Py_ssize_t channel, const Py_ssize_t* lead,
+                           TileSpan tile, const acc_t* source,
+                           Py_ssize_t product_stride) noexcept nogil:
+    """Store the rows of every residue of the last axis together, so each output row
+    is written front to back once (stride 2: whole vectors) instead of by one
+    strided pass per residue.  Outputs not shared by all residues (the edges) go
+    through scatter_row."""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef Py_ssize_t stride = g.axes[last].stride
+    cdef Py_ssize_t row_stride = stack.row_stride
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t t_begin = 0
+    cdef Py_ssize_t t_end = tile.x + tile.cols  # any upper bound
+    cdef Py_ssize_t q, r, base, offset, count
+    cdef const PhaseAxis* phase
+    cdef const acc_t* rows[16]
+    cdef const acc_t* at[16]
+    cdef acc_t bias = bias_of(&g.storage, g.ops.bias, channel, source)
+    for q in range(stride):
+        phase = first + q * ndim
+        t_begin = max(t_begin, phase_t_begin(phase, last, tile))
+        t_end = min(t_end, phase_t_end(phase, last, tile))
+    for q in range(stride):
+        phase = first + q * ndim
+        # this residue's outputs outside the shared range
+        scatter_row(g, phase, item, channel, lead, tile, source + q * product_stride,
+                    row_stride, phase_t_begin(phase, last, tile),
+                    min(t_begin, phase_t_end(phase, last, tile)))
+        scatter_row(g, phase, item, channel, lead, tile, source + q * product_stride,
+                    row_stride, max(t_end, phase_t_begin(phase, last, tile)),
+                    phase_t_end(phase, last, tile))
+        rows[q] = source + q * product_stride + (t_begin + phase[last].shift - tile.x)
+    count = t_end - t_begin
+    if count <= 0 or not output_base(g, first, item, channel, lead, &base):
+        return
+    base = base + stride * t_begin * step   # residues are 0 .. stride - 1, in row order
+    for r in range(tile.rows):
+        offset = base
+        if not row_offset(g, first, tile.y + r, &offset):
+            continue
+        for q in range(stride):
+            at[q] = rows[q] + r * row_stride
+        store_interleaved(g, offset, at, stride, count, bias)
+
+
+cdef void scatter_pair(const Gemm* g, const GemmStack* stack, const GemmStack* other,
+                       const WorkItem* item, const Py_ssize_t* lead, TileSpan tile,
+                       TileSpan other_tile, const acc_t* product,
+                       const acc_t* other_product) noexcept nogil:
+    """Write the products of a residue pair (see convt._plan._residue_pairs): the
+    outputs both residues have in a row are interleaved, as scatter_siblings does
+    for stacked residues; the others go through scatter_row."""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const PhaseAxis* even_phases = g.phases + stack.phase_start * ndim
+    cdef const PhaseAxis* odd_phases = g.phases + other.phase_start * ndim
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t row, rho, m, channel, base, offset, r
+    cdef Py_ssize_t even_begin, even_end, odd_begin, odd_end, t_begin, t_end
+    cdef const PhaseAxis* even
+    cdef const PhaseAxis* odd
+    cdef const acc_t* even_rows
+    cdef const acc_t* odd_rows
+    cdef const acc_t* at[2]
+    cdef acc_t bias
+    for row in range(tile.first_row, tile.end_row):
+        rho = row_phase(row, g.problem.mg, 1, &m)
+        even = even_phases + rho * ndim
+        odd = odd_phases + rho * ndim
+        channel = item.group * g.problem.mg + m
+        even_rows = product + (row - tile.first_row) * stack.columns
+        odd_rows = other_product + (row - tile.first_row) * other.columns
+        even_begin = phase_t_begin(even, last, tile)
+        even_end = phase_t_end(even, last, tile)
+        odd_begin = phase_t_begin(odd, last, other_tile)
+        odd_end = phase_t_end(odd, last, other_tile)
+        t_begin = max(even_begin, odd_begin)
+        t_end = max(t_begin, min(even_end, odd_end))
+        # outputs of one residue only (the ends of rows)
+        scatter_row(g, even, item, channel, lead, tile, even_rows, stack.row_stride, even_begin,
+                    min(t_begin, even_end))
+        scatter_row(g, even, item, channel, lead, tile, even_rows, stack.row_stride,
+                    max(t_end, even_begin), even_end)
+        scatter_row(g, odd, item, channel, lead, other_tile, odd_rows, other.row_stride,
+                    odd_begin, min(t_begin, odd_end))
+        scatter_row(g, odd, item, channel, lead, other_tile, odd_rows, other.row_stride,
+                    max(t_end, odd_begin), odd_end)
+        if t_end == t_begin or not output_base(g, even, item, channel, lead, &base):
+            continue
+        bias = bias_of(&g.storage, g.ops.bias, channel, even_rows)
+        base = base + 2 * t_begin * step   # residue 0, then 1
+        for r in range(tile.rows):
+            offset = base
+            if not row_offset(g, even, tile.y + r, &offset):
+                continue
+            at[0] = even_rows + r * stack.row_stride + (t_begin + even[last].shift - tile.x)
+            at[1] = odd_rows + r * other.row_stride + (t_begin + odd[last].shift - other_tile.x)
+            store_interleaved(g, offset, at, 2, t_end - t_begin, bias)
+
+
+cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                       const Py_ssize_t* lead, TileSpan tile, const acc_t* product) noexcept nogil:
+    """Write the item's product rows to their output positions.
+
+    Product column ``r * row_stride + (u - tile.x)`` holds grid position
+    (lead, tile.y + r, u); position u is output ``residue + (u - shift) * stride``
+    of a phase when ``0 <= u - shift < count``.
+    """
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const PhaseAxis* phases = g.phases + stack.phase_start * ndim
+    cdef const PhaseAxis* phase
+    cdef Py_ssize_t siblings = stack.siblings
+    cdef Py_ssize_t row = tile.first_row
+    cdef Py_ssize_t rho, m
+    cdef const acc_t* source
+    while row < tile.end_row:
+        rho = row_phase(row, g.problem.mg, siblings, &m)
+        phase = phases + rho * ndim
+        source = product + (row - tile.first_row) * stack.columns
+        if stack.interleave and row % siblings == 0 and row + siblings <= tile.end_row:
+            scatter_siblings(g, stack, phase, item, item.group * g.problem.mg + m, lead, tile,
+                             source, stack.columns)
+            row = row + siblings
+        else:
+            scatter_row(g, phase, item, item.group * g.problem.mg + m, lead, tile, source,
+                        stack.row_stride, phase_t_begin(phase, last, tile),
+                        phase_t_end(phase, last, tile))
+            row = row + 1
