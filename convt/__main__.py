@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from . import ConvTranspose, __version__, _dispatch, _kernels
-from ._arrays import SUPPORTED_DTYPES
+from ._arrays import SUPPORTED_NAMES
 from ._blas import describe as describe_blas
 from ._engine import explain, flop_count
 
@@ -75,8 +75,8 @@ def info():
     """Version, dtypes, threading, CPU, kernel sets, BLAS, and the decision for a sample call."""
     threads = _kernels.max_threads()
     print(f"convt {__version__}")
-    print(f"  dtypes: {', '.join(str(d) for d in SUPPORTED_DTYPES)} "
-          "(float16 accumulates in float32)")
+    print(f"  dtypes: {', '.join(SUPPORTED_NAMES)} "
+          "(float16 and bfloat16 accumulate in float32; bfloat16 is ml_dtypes')")
     if _kernels.openmp_enabled():
         print(f"  OpenMP: on, {threads} threads by default")
     else:

@@ -13,15 +13,25 @@ import os
 import numpy as np
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+# bfloat16 is ml_dtypes' NumPy dtype, recognised by name: convt never imports
+# ml_dtypes (a user passing such an array already has it).
+SUPPORTED_NAMES = ("float16", "bfloat16", "float32", "float64")
+
+
+def is_bfloat16(dtype):
+    """Whether ``dtype`` is ml_dtypes' bfloat16 (a 2-byte dtype of that name)."""
+    return dtype.name == "bfloat16" and dtype.itemsize == 2
+
 
 def as_operand(name, value):
     """Return ``value`` as an ndarray of a supported float dtype the kernels can read."""
     array = np.asarray(value)
     dtype = array.dtype
-    if dtype.kind != "f" or dtype.newbyteorder("=") not in SUPPORTED_DTYPES:
+    if not is_bfloat16(dtype) and (
+            dtype.kind != "f" or dtype.newbyteorder("=") not in SUPPORTED_DTYPES):
         raise TypeError(
-            f"{name} has dtype {dtype}; convt computes in float16, float32 or float64. "
-            f"Cast it first, e.g. {name}.astype(np.float32)."
+            f"{name} has dtype {dtype}; convt computes in float16, bfloat16 (ml_dtypes), "
+            f"float32 or float64. Cast it first, e.g. {name}.astype(np.float32)."
         )
     if not dtype.isnative:
         array = array.astype(dtype.newbyteorder("="))

@@ -220,7 +220,7 @@ class ConvTranspose(_frontend.Parameters):
         Parameters
         ----------
         x : array_like, shape (N, C, D1, ..., Dn)
-            Or (N, D1, ..., Dn, C) for data_format 'NXC'.  float16, float32 or
+            Or (N, D1, ..., Dn, C) for data_format 'NXC'.  float16, bfloat16, float32 or
             float64; any memory layout.
         w : array_like, shape (C, M / group, k1, ..., kn)
             Or its filter_format order.  Same dtype as ``x``.

@@ -166,7 +166,7 @@ class ConvTranspose(_frontend.Parameters):
         ----------
         input : array_like
             (N, D1, ..., Dn, C) for data_format 'NXC', (N, C, D1, ..., Dn) for
-            'NCX'; float32, float16 (or bfloat16 once convt's kernels take it).
+            'NCX'; float32, float16 or bfloat16 (ml_dtypes').
         filter : array_like
             In filter_format, the dtype of ``input``.
         bias : array_like, shape (out_channels,), optional

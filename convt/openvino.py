@@ -225,8 +225,8 @@ class ConvolutionBackpropData(_frontend.Parameters):
         Parameters
         ----------
         data : array_like, shape (N, C_IN, Z, Y, X), 1 to 3 spatial axes
-            float16, float32 or float64 (convt's types among the text's "any
-            numeric type").
+            float16, bfloat16, float32 or float64 (convt's types among the
+            text's "any numeric type").
         filter : array_like
             [C_IN, C_OUT, k...] (GroupConvolutionBackpropData: [G, C_IN/G,
             C_OUT/G, k...]), the dtype of ``data``.

@@ -13,7 +13,11 @@ from convt._reference import reference_conv_transpose
 FAMILIES = tuple(name for name in _dispatch.available_kernel_sets() if name != "blas")
 ENGINES = tuple(f"direct-{name}" for name in FAMILIES) + tuple(
     f"gemm-{name}" for name in _dispatch.available_kernel_sets())
-DTYPES = (np.float16, np.float32, np.float64)
+try:
+    from ml_dtypes import bfloat16
+except ImportError:  # bfloat16 tests need ml_dtypes (the test extra has it)
+    bfloat16 = None
+DTYPES = (np.float16, np.float32, np.float64) + ((bfloat16,) if bfloat16 else ())
 
 # Unit roundoff of the accumulation type of each storage dtype.
 ACCUMULATION_EPS = {
@@ -21,6 +25,12 @@ ACCUMULATION_EPS = {
     np.dtype(np.float32): 2.0**-24,
     np.dtype(np.float64): 2.0**-53,
 }
+# Narrow storage: outputs are rounded once, to nearest: (unit roundoff, half the
+# smallest subnormal).
+FINAL_ROUNDING = {np.dtype(np.float16): (2.0**-11, 2.0**-25)}
+if bfloat16 is not None:
+    ACCUMULATION_EPS[np.dtype(bfloat16)] = 2.0**-24
+    FINAL_ROUNDING[np.dtype(bfloat16)] = (2.0**-8, 2.0**-134)
 
 
 def run_engine(engine, x, w, b=None, num_threads=None, overrides=None, **params):
@@ -45,9 +55,9 @@ def error_bound(x, w, b, params):
     """Per-element bound on |computed - exact| for a sum of products in the accumulation type.
 
     With n terms per output, summation in precision u errs by at most
-    (n + 1) u sum|terms| (plus the bias addition); float16 outputs add one
-    final rounding of half a half-precision ulp (and half the smallest
-    subnormal).
+    (n + 1) u sum|terms| (plus the bias addition); float16 and bfloat16
+    outputs add one final rounding of half an ulp of their type (and half the
+    smallest subnormal).
     """
     dtype = np.asarray(x).dtype
     eps = ACCUMULATION_EPS[dtype]
@@ -60,9 +70,10 @@ def error_bound(x, w, b, params):
     kernel = w_shape[:-2] if params.get("filter_format") == "XOI" else w_shape[2:]
     terms = channels // group * int(np.prod(kernel)) + 2
     bound = terms * eps * magnitude
-    if dtype == np.float16:
+    if dtype in FINAL_ROUNDING:
+        unit, subnormal = FINAL_ROUNDING[dtype]
         exact = np.abs(reference_conv_transpose(x, w, b, **params))
-        bound = bound + 2.0**-11 * (exact + bound) + 2.0**-25
+        bound = bound + unit * (exact + bound) + subnormal
     return bound
 
 

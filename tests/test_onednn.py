@@ -140,7 +140,7 @@ def test_unknown_keyword():
 def test_types_outside_the_text(dtype):
     x = np.ones((1, 3, 3, 2), dtype)
     w = np.ones((2, 2, 1, 2), dtype)
-    with pytest.raises(TypeError, match="f32, f16 and bf16|float16, float32"):
+    with pytest.raises(TypeError, match="f32, f16 and bf16|float16, bfloat16"):
         ConvTranspose(**BASE).apply(x, w)
 
 
