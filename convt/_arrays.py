@@ -84,6 +84,11 @@ def prepare_output(out, shape, dtype, inputs):
         raise ValueError("out must be C-contiguous; pass np.empty(shape, dtype) or None.")
     if not out.flags.writeable:
         raise ValueError("out must be writeable; got a read-only array.")
+    if not out.flags.aligned:
+        raise ValueError(
+            f"out must be aligned to its {out.dtype.itemsize}-byte elements (the kernels store "
+            f"whole elements); got an array at an odd address, such as a view into a byte "
+            f"buffer. Pass np.empty(shape, dtype), or None and copy the result.")
     for name, array in inputs.items():
         if array is not None and np.may_share_memory(out, array):
             raise ValueError(f"out must not share memory with {name}; pass a separate array.")

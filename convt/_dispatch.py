@@ -351,13 +351,37 @@ def tuning():
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES)
 
 
+# A child forked after this process ran OpenMP threads runs on one thread:
+# GNU libgomp's thread pool does not survive fork() (the child would wait
+# forever for threads that do not exist in it), and a single-threaded call
+# enters no OpenMP region at all.  Children made by spawn or forkserver, and
+# children of processes that never used threads, are not affected.
+_threads_started = False
+_forked_after_threads = False
+
+
+def _after_fork_in_child():
+    global _forked_after_threads
+    _forked_after_threads = _forked_after_threads or _threads_started
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def resolve_threads(num_threads, work_items, multiply_adds):
     """Threads to use: all the process may use by default (or ``num_threads``),
     never more than the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each
-    can keep busy.  Results do not depend on it."""
+    can keep busy, and one in a child forked after threads ran.  Results do
+    not depend on it."""
+    global _threads_started
+    if _forked_after_threads:
+        return 1
     if num_threads is None:
         from . import _kernels
 
         num_threads = _kernels.max_threads()
     feeds = max(1, multiply_adds // MIN_MULTIPLY_ADDS_PER_THREAD)
-    return max(1, min(num_threads, work_items, feeds, MAX_THREADS))
+    threads = max(1, min(num_threads, work_items, feeds, MAX_THREADS))
+    _threads_started = _threads_started or threads > 1
+    return threads

@@ -385,6 +385,8 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
     call.ldc = stack.columns
     c_begin = 0
     while c_begin < cg:
+        if c_begin and stopped(g.signals, convt_thread_num()):
+            return  # interrupted: the item is abandoned
         c_end = min(cg, c_begin + stack.chunk)
         call.depth = (c_end - c_begin) * stack.taps
         call.k_begin = c_begin * stack.taps
@@ -433,6 +435,8 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     cdef TileSpan other_tile
     cdef acc_t* other_product
     multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer)
+    if convt_stop_raised(&g.signals.stop):
+        return
     if stack.partner >= 0:
         # the odd residue: same rows and blocks, its own columns; its product follows
         other = g.stacks + stack.partner
@@ -441,26 +445,27 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
         other_product = product + (tile.end_row - tile.first_row) * stack.columns
         multiply_stack(g, other, packed, item, lead, other_tile, operand, other_product,
                        panel_buffer)
+        if convt_stop_raised(&g.signals.stop):
+            return
         scatter_pair(g, stack, other, item, lead, tile, other_tile, product, other_product)
     elif not stack.store_direct:
         scatter_tile(g, stack, item, lead, tile, product)
 
 
 cdef void gemm_engine(const Gemm* g, const acc_t* packed, Py_ssize_t n_items,
-                      acc_t* workspace, Py_ssize_t* scratch, Signals* signals,
-                      int num_threads) noexcept nogil:
+                      acc_t* workspace, Py_ssize_t* scratch, int num_threads) noexcept nogil:
     cdef Py_ssize_t index
     cdef int thread
     if num_threads == 1:
         # no OpenMP region: cheaper for small calls, and safe in a forked child
         for index in range(n_items):
-            if stopped(signals, 0):
+            if stopped(g.signals, 0):
                 break
             gemm_item(g, packed, index, workspace, scratch)
         return
     for index in prange(n_items, num_threads=num_threads, schedule="dynamic"):
         thread = convt_thread_num()
-        if not stopped(signals, thread):
+        if not stopped(g.signals, thread):
             gemm_item(g, packed, index, workspace + thread * g.layout.per_thread,
                       scratch + thread * g.problem.ndim)
 
@@ -495,12 +500,12 @@ def run_gemm(arrays, problem, axes, plan, layout, decision, packed, workspace, s
     cdef const void* weights = data_of(packed)
     cdef void* buffers = <void*>data_of(workspace)
     cdef Signals signals = signals_for_this_call()
+    g.signals = &signals
     if packed.dtype.itemsize == 4:
         with nogil:
-            gemm_engine(&g, <const float*>weights, n_items, <float*>buffers, lead, &signals,
-                        num_threads)
+            gemm_engine(&g, <const float*>weights, n_items, <float*>buffers, lead, num_threads)
     else:
         with nogil:
-            gemm_engine(&g, <const double*>weights, n_items, <double*>buffers, lead, &signals,
+            gemm_engine(&g, <const double*>weights, n_items, <double*>buffers, lead,
                         num_threads)
     raise_if_stopped(&signals)

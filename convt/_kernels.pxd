@@ -205,6 +205,7 @@ cdef enum:
 
 
 cdef struct Gemm:
+    Signals* signals                   # checked between work items and K chunks
     Problem problem
     const Axis* axes
     Operands ops

@@ -1,0 +1,113 @@
+"""Processes: children forked after threads ran, Ctrl-C during a long call.
+
+Each case runs a script in a subprocess with a timeout, so a hang fails the
+test instead of stopping the suite.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from convt import _kernels
+
+TIMEOUT = 120
+
+# A call of several work items, so that it runs on every thread.
+SETUP = textwrap.dedent("""
+    import numpy as np
+    from convt import ConvTranspose
+
+    def compute(_=None):
+        x = np.ones((2, 64, 48, 48), np.float32)
+        w = np.ones((64, 32, 4, 4), np.float32)
+        y = ConvTranspose(strides=(2, 2), num_threads=2).apply(x, w)
+        return float(y.sum()) == 2 * 64 * 32 * 16 * 48 * 48
+""")
+
+needs_threads = pytest.mark.skipif(not _kernels.openmp_enabled(), reason="built without OpenMP")
+
+
+def _script(tmp_path, body):
+    path = tmp_path / "script.py"
+    path.write_text(SETUP + textwrap.dedent(body))
+    return path
+
+
+def _run(path):
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+@needs_threads
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_after_threads_ran_computes(tmp_path):
+    result = _run(_script(tmp_path, """
+        import os
+        assert compute()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if compute() else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), compute())
+    """))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "True"]
+
+
+@needs_threads
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_multiprocessing_workers_compute(tmp_path, method):
+    import multiprocessing
+
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"start method {method!r} is not available here")
+    result = _run(_script(tmp_path, f"""
+        import multiprocessing
+        if __name__ == "__main__":
+            assert compute()  # threads have run in the parent
+            with multiprocessing.get_context({method!r}).Pool(2) as pool:
+                print(all(pool.map(compute, range(4))))
+    """))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is POSIX")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ctrl_c_interrupts_a_long_call_within_a_tenth_of_a_second(tmp_path, threads):
+    # 2.7e11 multiply-adds in one call: more than a second even at 500 GFLOP/s;
+    # deep reductions (K chunks) make long work items
+    path = _script(tmp_path, f"""
+        import sys, time
+        x = np.ones((1, 256, 32, 32, 32), np.float32)
+        w = np.ones((256, 64, 8, 8, 8), np.float32)
+        layer = ConvTranspose(strides=(2, 2, 2), num_threads={threads})
+        y = np.zeros(layer.output_shape_for(x.shape, w.shape), np.float32)
+        print("ready", flush=True)
+        try:
+            layer.apply(x, w, out=y)
+        except KeyboardInterrupt:
+            print("interrupted", time.monotonic(), flush=True)
+            assert compute()  # the process is healthy
+            print("healthy", flush=True)
+            sys.exit(0)
+        print("finished", flush=True)
+    """)
+    child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        output, _ = child.communicate(timeout=TIMEOUT)
+    finally:
+        child.kill()
+    lines = output.split()
+    assert lines[0] == "interrupted", output
+    assert float(lines[1]) - sent < 0.1 + 0.05  # the check period plus a work item
+    assert lines[2] == "healthy"
