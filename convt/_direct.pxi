@@ -207,28 +207,37 @@ cdef void direct_engine(const Direct* d, acc_t* workspace, Py_ssize_t* ints, Sig
                           ints + thread * d.layout.ints)
 
 
-def run_direct(arrays, problem, axes, plan, decision, workspace, scratch, int num_threads):
-    """Run the direct engine over every output row (plan: convt._plan.DirectPlan).
+cdef class DirectEngine:
+    """The direct engine prepared for one plan and decision (convt._engine.Execution)."""
 
-    ``workspace`` is (threads, plan.layout.floats) of the accumulation type and
-    ``scratch`` (threads, plan.layout.ints) intp.
-    """
     cdef Direct d
-    d.problem = (<const Problem*>data_of(problem))[0]
-    d.axes = <const Axis*>data_of(axes)
-    d.ops = operands_of(arrays)
-    d.storage = storage_for(decision, <int>d.problem.storage)
-    d.layout = (<const DirectLayout*>data_of(plan.layout))[0]
-    d.tap_count = <const Py_ssize_t*>data_of(plan.tap_count)
-    d.tap_kernel = <const Py_ssize_t*>data_of(plan.tap_kernel)
-    d.tap_offset = <const Py_ssize_t*>data_of(plan.tap_offset)
-    cdef Py_ssize_t* ints = <Py_ssize_t*>data_of(scratch)
-    cdef void* buffers = <void*>data_of(workspace)
-    cdef Signals signals = signals_for_this_call()
-    if workspace.dtype.itemsize == 4:
-        with nogil:
-            direct_engine(&d, <float*>buffers, ints, &signals, num_threads)
-    else:
-        with nogil:
-            direct_engine(&d, <double*>buffers, ints, &signals, num_threads)
-    raise_if_stopped(&signals)
+    cdef object keep                   # the records and plan the pointers point into
+    cdef bint doubles
+
+    def __cinit__(self, problem, axes, plan, decision):
+        self.keep = (problem, axes, plan)
+        self.d.problem = (<const Problem*>data_of(problem))[0]
+        self.d.axes = <const Axis*>data_of(axes)
+        self.d.storage = storage_for(decision, <int>self.d.problem.storage)
+        self.d.layout = (<const DirectLayout*>data_of(plan.layout))[0]
+        self.d.tap_count = <const Py_ssize_t*>data_of(plan.tap_count)
+        self.d.tap_kernel = <const Py_ssize_t*>data_of(plan.tap_kernel)
+        self.d.tap_offset = <const Py_ssize_t*>data_of(plan.tap_offset)
+        self.doubles = decision.accumulation.itemsize == 8
+
+    def run(self, arrays, workspace, scratch, int num_threads):
+        """Every output row, on ``arrays`` (convt._engine.Operands); ``workspace`` is
+        (threads, layout.floats) of the accumulation type, ``scratch`` (threads,
+        layout.ints) intp."""
+        cdef Direct d = self.d
+        cdef Py_ssize_t* ints = <Py_ssize_t*>data_of(scratch)
+        cdef void* buffers = <void*>data_of(workspace)
+        cdef Signals signals = signals_for_this_call()
+        d.ops = operands_of(arrays)
+        if self.doubles:
+            with nogil:
+                direct_engine(&d, <double*>buffers, ints, &signals, num_threads)
+        else:
+            with nogil:
+                direct_engine(&d, <float*>buffers, ints, &signals, num_threads)
+        raise_if_stopped(&signals)

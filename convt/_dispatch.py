@@ -71,6 +71,23 @@ SUM_BLOCK_SPLIT = 256  # depths above use SUM_BLOCK_DEEP
 # bounds the per-thread buffers whatever the channel count or kernel size.
 DIRECT_MAX_SOURCES = 16
 
+# --- limits ------------------------------------------------------------------
+# Work refused before it starts: 2^50 multiply-adds take hours on any CPU
+# (about 3 h at 100 GFLOP/s), so such a call is a mistake in its attributes.
+MAX_MULTIPLY_ADDS = 2**50
+
+
+def check_work(work):
+    """A ValueError, with the estimate, for ``work`` multiply-adds that no machine
+    does in reasonable time."""
+    if work > MAX_MULTIPLY_ADDS:
+        raise ValueError(
+            f"This call would perform {work:.3g} multiply-adds (about {work / 1e11 / 3600:.3g} "
+            f"hours at 100 GFLOP/s); convt refuses more than {MAX_MULTIPLY_ADDS:.3g}. Check "
+            f"the shapes and the strides, dilations and pads: a kernel far longer than the "
+            f"input costs only what reaches the output.")
+
+
 # --- threads -----------------------------------------------------------------
 # More OpenMP threads than this only add workspace, never speed.
 MAX_THREADS = 256
@@ -177,9 +194,11 @@ class Problem:
         return accumulation_dtype(self.dtype)
 
     def multiply_adds(self):
-        """Multiply-adds of the textbook definition."""
-        return (self.batch * self.in_channels * self.mg * math.prod(self.geometry.input_shape)
-                * math.prod(self.geometry.kernel_shape))
+        """Multiply-adds the engines perform (taps that reach no output excluded)."""
+        from ._plan import performed_multiply_adds
+
+        return performed_multiply_adds(self.geometry, self.batch, self.in_channels,
+                                       self.out_channels, self.group)
 
 
 @dataclass(frozen=True)
@@ -250,7 +269,9 @@ def _family(name):
 
 def choose_engine(problem):
     """'direct' when a GEMM would be a few multiply-adds per position, else 'gemm'."""
-    work = problem.cg * problem.mg * math.prod(problem.geometry.kernel_shape)
+    from ._plan import reaching_kernel_size
+
+    work = problem.cg * problem.mg * reaching_kernel_size(problem.geometry)
     if work < DIRECT_MAX_WORK:
         return "direct", f"{work} multiply-adds per output and group < DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
     return "gemm", f"{work} multiply-adds per output and group >= DIRECT_MAX_WORK={DIRECT_MAX_WORK}"

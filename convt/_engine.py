@@ -128,6 +128,8 @@ class Execution:
     scalars: np.ndarray          # PROBLEM record
     axes: np.ndarray             # AXIS records
     layout: np.ndarray | None    # GEMM_LAYOUT record (GEMM engine)
+    engine: object               # convt._kernels.GemmEngine or DirectEngine, prepared
+    multiply_adds: int           # work the engine performs
 
 
 def execution(problem, engine=None, kernel_set=None, **overrides):
@@ -143,10 +145,18 @@ def _execution(problem, engine, kernel_set, requested, overrides, tuning):
     environ = {} if requested is None else {_dispatch.KERNEL_SET_VARIABLE: requested}
     decision = _dispatch.decide(problem, engine=engine, kernel_set=kernel_set, environ=environ,
                                 **dict(overrides))
+    from . import _kernels
+
     plan = plan_for(problem, decision)
     scalars, axes = problem_records(problem)
-    layout = gemm_layout(plan, decision) if decision.engine == "gemm" else None
-    return Execution(problem, decision, plan, scalars, axes, layout)
+    if decision.engine == "gemm":
+        layout = gemm_layout(plan, decision)
+        engine = _kernels.GemmEngine(scalars, axes, plan, layout, decision)
+    else:
+        layout = None
+        engine = _kernels.DirectEngine(scalars, axes, plan, decision)
+    return Execution(problem, decision, plan, scalars, axes, layout, engine,
+                     problem.multiply_adds())
 
 
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
@@ -164,9 +174,9 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
         return y
     problem = problem_of(x, w, y, geometry, group)
     run = execution(problem, engine, backend, **overrides)
+    _dispatch.check_work(run.multiply_adds)
     decision = run.decision
-    threads = _dispatch.resolve_threads(num_threads, work_items(run.plan),
-                                        problem.multiply_adds())
+    threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
     b_acc = None
     if b is not None and decision.engine == "gemm":
         b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
@@ -185,8 +195,7 @@ def _run_direct(arrays, run, threads):
     layout = run.plan.layout[0]
     workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
     scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
-    _kernels.run_direct(arrays, run.scalars, run.axes, run.plan, run.decision, workspace,
-                        scratch, threads)
+    run.engine.run(arrays, workspace, scratch, threads)
 
 
 # Non-finite weights whose exact contributions are added one by one after the
@@ -218,8 +227,7 @@ def _run_gemm(arrays, run, threads):
 
         guard = controller().single_threaded()
     with guard:
-        _kernels.run_gemm(arrays, run.scalars, run.axes, plan, run.layout, decision, packed,
-                          workspace, scratch, threads)
+        run.engine.run(arrays, packed, workspace, scratch, threads)
     if non_finite:
         add_weight_contributions(arrays, bad, run.problem)
     return True
@@ -301,6 +309,8 @@ class Explanation:
                 kind = ("exact, stored into y" if stack["store_direct"] else
                         "exact" if stack["exact"] else "partnered" if stack["partner"] >= 0
                         else "")
+                if stack["gather"] and decision.kernel_set != "blas":
+                    kind = ", ".join(filter(None, (kind, "tiles gathered tap by tap")))
                 lines.append(
                     f"  stack {index}: {stack['phases']} phase(s) x {stack['taps']} tap(s), "
                     f"{stack['rows']} rows, depth {problem.cg * stack['taps']} in chunks of "

@@ -170,9 +170,10 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
 cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,
                       Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t* lead, TileSpan tile,
                       acc_t* operand) noexcept nogil:
-    """The BLAS operand of a tile: im2col rows of `columns` positions,
+    """A gathered (im2col) tile: rows of `columns` positions,
     operand[(c, j), r * row_stride + q] = x[c, lead, tile.y + r, tile.x + q + offset(j)].
-    (lead[ndim - 2] is used as scratch.)"""
+    For the micro-kernels, the positions a short tile does not have are zeroed
+    up to the last panel they read.  (lead[ndim - 2] is used as scratch.)"""
     cdef int ndim = g.problem.ndim
     cdef int last = ndim - 1
     cdef const Py_ssize_t* offsets = g.tap_offsets + stack.tap_start * ndim
@@ -200,6 +201,24 @@ cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image
                              element(x_image, x_offset, g.storage.type))
                 else:
                     memset(dst, 0, tile.cols * sizeof(acc_t))
+    if not g.layout.blas:
+        pad_gathered_tile(stack, c_end - c_begin, tile, operand)
+
+
+cdef void pad_gathered_tile(const GemmStack* stack, Py_ssize_t channels, TileSpan tile,
+                            acc_t* operand) noexcept nogil:
+    """Zero the positions of each gathered row that a short tile leaves out and the
+    micro-kernels' last panel reads (never stored; zeros keep them cheap)."""
+    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t end = min(stack.columns, (used + stack.panel - 1) // stack.panel * stack.panel)
+    cdef Py_ssize_t k, r
+    cdef acc_t* row
+    for k in range(channels * stack.taps):
+        row = operand + k * stack.columns
+        if tile.cols < stack.row_stride:
+            for r in range(tile.rows - 1):
+                zero_run(row + r * stack.row_stride + tile.cols, stack.row_stride - tile.cols)
+        zero_run(row + used, end - used)
 
 
 cdef inline void micro_kernel(const Gemm* g, int variant, Py_ssize_t rows, const Panel* p,
@@ -392,7 +411,10 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
         call.k_begin = c_begin * stack.taps
         call.accumulate = c_begin > 0
         if not g.layout.blas:
-            fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
+            if stack.gather:
+                gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
+            else:
+                fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
             if stack.exact:
                 multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product)
             else:
@@ -470,42 +492,51 @@ cdef void gemm_engine(const Gemm* g, const acc_t* packed, Py_ssize_t n_items,
                       scratch + thread * g.problem.ndim)
 
 
-def run_gemm(arrays, problem, axes, plan, layout, decision, packed, workspace, scratch,
-             int num_threads):
-    """Run the GEMM engine over every work item of ``plan`` (convt._plan.GemmPlan).
+cdef class GemmEngine:
+    """The GEMM engine prepared for one plan and decision (convt._engine.Execution):
+    everything but the call's arrays is resolved once, so a call costs little."""
 
-    ``arrays`` holds the operands and their element strides; ``problem``,
-    ``axes`` and ``layout`` are records (convt._records); ``packed`` holds the
-    packed weights, ``workspace`` is (threads, layout.per_thread) of the
-    accumulation type and ``scratch`` (threads, ndim) intp.
-    """
     cdef Gemm g
-    if decision.kernel_set == "blas":
-        bind_blas()
-    g.problem = (<const Problem*>data_of(problem))[0]
-    g.axes = <const Axis*>data_of(axes)
-    g.ops = operands_of(arrays)
-    g.storage = storage_for(decision, <int>g.problem.storage)
-    g.layout = (<const GemmLayout*>data_of(layout))[0]
-    g.stacks = <const GemmStack*>data_of(plan.stacks)
-    g.stack_axes = <const StackAxis*>data_of(plan.stack_axes)
-    g.tap_offsets = <const Py_ssize_t*>data_of(plan.tap_offsets)
-    g.buffer_offsets = <const Py_ssize_t*>data_of(plan.buffer_offsets)
-    g.phases = <const PhaseAxis*>data_of(plan.phases)
-    g.items = <const WorkItem*>data_of(plan.items)
-    g.block_starts = <const Py_ssize_t*>data_of(plan.block_starts)
-    g.panel_offsets = <const Py_ssize_t*>data_of(plan.panel_offsets)
-    cdef Py_ssize_t n_items = plan.items.shape[0]
-    cdef Py_ssize_t* lead = <Py_ssize_t*>data_of(scratch)
-    cdef const void* weights = data_of(packed)
-    cdef void* buffers = <void*>data_of(workspace)
-    cdef Signals signals = signals_for_this_call()
-    g.signals = &signals
-    if packed.dtype.itemsize == 4:
-        with nogil:
-            gemm_engine(&g, <const float*>weights, n_items, <float*>buffers, lead, num_threads)
-    else:
-        with nogil:
-            gemm_engine(&g, <const double*>weights, n_items, <double*>buffers, lead,
-                        num_threads)
-    raise_if_stopped(&signals)
+    cdef object keep                   # the records and plan the pointers point into
+    cdef Py_ssize_t n_items
+    cdef bint doubles
+
+    def __cinit__(self, problem, axes, plan, layout, decision):
+        if decision.kernel_set == "blas":
+            bind_blas()
+        self.keep = (problem, axes, plan, layout)
+        self.g.problem = (<const Problem*>data_of(problem))[0]
+        self.g.axes = <const Axis*>data_of(axes)
+        self.g.storage = storage_for(decision, <int>self.g.problem.storage)
+        self.g.layout = (<const GemmLayout*>data_of(layout))[0]
+        self.g.stacks = <const GemmStack*>data_of(plan.stacks)
+        self.g.stack_axes = <const StackAxis*>data_of(plan.stack_axes)
+        self.g.tap_offsets = <const Py_ssize_t*>data_of(plan.tap_offsets)
+        self.g.buffer_offsets = <const Py_ssize_t*>data_of(plan.buffer_offsets)
+        self.g.phases = <const PhaseAxis*>data_of(plan.phases)
+        self.g.items = <const WorkItem*>data_of(plan.items)
+        self.g.block_starts = <const Py_ssize_t*>data_of(plan.block_starts)
+        self.g.panel_offsets = <const Py_ssize_t*>data_of(plan.panel_offsets)
+        self.n_items = plan.items.shape[0]
+        self.doubles = decision.accumulation.itemsize == 8
+
+    def run(self, arrays, packed, workspace, scratch, int num_threads):
+        """Every work item, on ``arrays`` (convt._engine.Operands) with the packed
+        weights; ``workspace`` is (threads, layout.per_thread) of the accumulation
+        type and ``scratch`` (threads, ndim) intp."""
+        cdef Gemm g = self.g
+        cdef Py_ssize_t* lead = <Py_ssize_t*>data_of(scratch)
+        cdef const void* weights = data_of(packed)
+        cdef void* buffers = <void*>data_of(workspace)
+        cdef Signals signals = signals_for_this_call()
+        g.ops = operands_of(arrays)
+        g.signals = &signals
+        if self.doubles:
+            with nogil:
+                gemm_engine(&g, <const double*>weights, self.n_items, <double*>buffers, lead,
+                            num_threads)
+        else:
+            with nogil:
+                gemm_engine(&g, <const float*>weights, self.n_items, <float*>buffers, lead,
+                            num_threads)
+        raise_if_stopped(&signals)

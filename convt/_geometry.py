@@ -99,11 +99,24 @@ def full_sizes(inputs, kernel, strides, dilations, output_padding):
                                                   output_padding))
 
 
+# The kernels index with signed 64-bit integers; sizes below this keep every
+# offset, stride product and tile computation in range.
+MAX_EXTENT = 2**62
+
+
 def build(inputs, kernel, strides, dilations, output_padding, begin, end):
-    """The Geometry of these per-axis numbers; every output axis must be non-empty."""
+    """The Geometry of these per-axis numbers; every output axis must be non-empty
+    and within 64-bit index arithmetic."""
     full = full_sizes(inputs, kernel, strides, dilations, output_padding)
     outputs = tuple(f - b - e for f, b, e in zip(full, begin, end))
-    for axis, size in enumerate(outputs):
+    for axis, (size, whole) in enumerate(zip(outputs, full)):
+        if max(size, whole, abs(begin[axis]), abs(end[axis])) >= MAX_EXTENT:
+            raise ValueError(
+                f"Spatial axis {axis} would span {max(size, whole)} output positions "
+                f"(stride {strides[axis]} x input {inputs[axis]}, dilation {dilations[axis]} x "
+                f"kernel {kernel[axis]}, pads {begin[axis]}, {end[axis]}): more than convt's "
+                f"64-bit index arithmetic allows ({MAX_EXTENT}). Reduce strides, dilations or "
+                f"the pads/output_shape on that axis.")
         if size < 1:
             raise ValueError(
                 f"The pads leave an empty output on spatial axis {axis}: full size {full[axis]} "

@@ -154,8 +154,8 @@ cdef extern from "records.h" nogil:
         Py_ssize_t phase_start, weight_start, group_size, kernel_start, table_start
         Py_ssize_t identity, blocks, block_start, panel, tile_rows, tile_cols, row_tiles
         Py_ssize_t col_tiles, row_stride, buffer_rows, buffer_planes, buffer_channel
-        Py_ssize_t offset_start, row_groups, group_blocks, siblings, interleave, exact
-        Py_ssize_t store_direct, partner
+        Py_ssize_t offset_start, gather, row_groups, group_blocks, siblings, interleave
+        Py_ssize_t exact, store_direct, partner
     ctypedef struct StackAxis "convt_stack_axis":
         Py_ssize_t first, extent, span
     ctypedef struct PhaseAxis "convt_phase_axis":

@@ -45,17 +45,38 @@ class AxisGroup:
     extent: int
 
 
+def phase_taps(residue, count, in_size, kernel, stride, dilation, pad_begin):
+    """The taps ``(k, offset)`` of the phase of outputs ``residue + t * stride``
+    (``t < count``) that reach an output: tap k serves the phase when
+    ``(residue + pad_begin - k * dilation) % stride == 0`` and reads input
+    ``t + offset``, ``offset = (residue + pad_begin - k * dilation) // stride``,
+    which must lie in ``[0, in_size)`` for some t, so ``-count < offset < in_size``.
+
+    The taps are found by modular arithmetic, in increasing k, without visiting
+    the others: planning costs what reaches the output, however long the
+    kernel or large the dilation.
+    """
+    base = residue + pad_begin
+    common = math.gcd(dilation, stride)
+    if base % common:
+        return ()
+    period = stride // common  # k steps between taps of this phase
+    first = (base // common) * pow(dilation // common, -1, period) % period if period > 1 else 0
+    # -count < (base - k d) / stride < in_size  <=>  base - in_size s < k d < base + count s
+    low = max(0, (base - in_size * stride) // dilation + 1)
+    high = min(kernel - 1, -(-(base + count * stride) // dilation) - 1)
+    start = low + (first - low) % period
+    return tuple((k, (base - k * dilation) // stride) for k in range(start, high + 1, period))
+
+
 def axis_phases(in_size, kernel, stride, dilation, pad_begin, out_size):
-    """The stride phases of one axis, in residue order."""
+    """The stride phases of one axis, in residue order, with the taps that reach
+    their outputs."""
     phases = []
     for residue in range(min(stride, out_size)):
-        base = residue + pad_begin
-        taps = tuple(
-            (k, (base - k * dilation) // stride)
-            for k in range(kernel)
-            if (base - k * dilation) % stride == 0
-        )
-        phases.append(Phase(residue, -(-(out_size - residue) // stride), taps))
+        count = -(-(out_size - residue) // stride)
+        phases.append(Phase(residue, count, phase_taps(residue, count, in_size, kernel, stride,
+                                                        dilation, pad_begin)))
     return tuple(phases)
 
 
@@ -98,6 +119,7 @@ def axis_groups(phases):
     return tuple(groups)
 
 
+@functools.lru_cache(maxsize=256)
 def geometry_phases(geometry):
     """Stride phases of every spatial axis."""
     return tuple(
@@ -111,6 +133,23 @@ def geometry_phases(geometry):
             geometry.output_shape,
         )
     )
+
+
+@functools.lru_cache(maxsize=256)
+def reaching_kernel_size(geometry):
+    """Kernel taps that reach some output (all of them, but for huge cropped kernels)."""
+    return math.prod(len({k for phase in phases for k, _ in phase.taps})
+                     for phases in geometry_phases(geometry))
+
+
+@functools.lru_cache(maxsize=256)
+def performed_multiply_adds(geometry, batch, in_channels, out_channels, group):
+    """Multiply-adds the engines perform: every (tap, output) pair of every phase
+    whose tap reaches the output range, per input channel of a group and output
+    channel (kernel taps that reach no output are never visited)."""
+    pairs = math.prod(sum(len(phase.taps) * phase.count for phase in phases)
+                      for phases in geometry_phases(geometry))
+    return batch * out_channels * (in_channels // group) * pairs
 
 
 @functools.lru_cache(maxsize=128)
@@ -157,39 +196,48 @@ class _TileShape:
     row_stride: int      # product (and buffer) columns per tile row
     columns: int         # product columns of a full tile, padded to whole panels
     panel: int
-    buffer_rows: int     # buffer rows per plane (tile rows plus the taps' span)
-    buffer_planes: int   # leading-axis planes per channel
-    buffer_channel: int  # buffer elements per input channel (0: im2col mode)
-    operand: int         # elements of the gathered operand or buffer
+    gather: bool         # operand gathered tap by tap (im2col) rather than copied once
+    buffer_rows: int     # window buffers: rows per plane (tile rows plus the taps' span)
+    buffer_planes: int   # window buffers: leading-axis planes per channel
+    buffer_channel: int  # window buffers: elements per input channel
+    operand: int         # elements of the operand (buffer or gathered rows)
 
 
-def _tile_shape(spans, rows, cols, chunk, taps, panel):
-    """Tile of rows x cols grid positions: with a micro-kernel (panel = NR) its input
-    is copied once into a zero-padded buffer with rows ``cols + span`` long; BLAS
-    (panel 0) gathers an im2col operand of one panel."""
-    if panel:
-        row_stride = cols + spans[-1]
-        planes = math.prod(span + 1 for span in spans[:-2])
-        buffer_rows = rows + (spans[-2] if len(spans) >= 2 else 0)
-        buffer_channel = planes * buffer_rows * row_stride
-        columns = _round_up((rows - 1) * row_stride + cols, panel)
-        return _TileShape(rows, cols, row_stride, columns, panel, buffer_rows, planes,
-                          buffer_channel, chunk * buffer_channel + panel)
+def _window_tile(spans, rows, cols, chunk, taps, panel):
+    """The micro-kernels' usual tile: its input copied once into a zero-padded
+    window whose rows are ``cols + span`` long; tap j of every position is then
+    a fixed offset away (no copy per tap)."""
+    row_stride = cols + spans[-1]
+    planes = math.prod(span + 1 for span in spans[:-2])
+    buffer_rows = rows + (spans[-2] if len(spans) >= 2 else 0)
+    buffer_channel = planes * buffer_rows * row_stride
+    columns = _round_up((rows - 1) * row_stride + cols, panel)
+    return _TileShape(rows, cols, row_stride, columns, panel, False, buffer_rows, planes,
+                      buffer_channel, chunk * buffer_channel + panel)
+
+
+def _gathered_tile(rows, cols, chunk, taps, panel):
+    """A tile gathered tap by tap (im2col): one operand row of ``columns`` per
+    (channel, tap).  BLAS multiplies it (panel 0: one panel per tile); the
+    micro-kernels use it when the taps span far more input than the tile has
+    positions (large dilations), where a window would not fit the budget."""
     columns = rows * cols
-    return _TileShape(rows, cols, cols, columns, columns, 0, 0, 0, chunk * taps * columns)
+    if panel:
+        columns = _round_up(columns, panel)
+    return _TileShape(rows, cols, cols, columns, panel or columns, True, 0, 0, 0,
+                      chunk * taps * columns)
 
 
-def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
+def _choose_rows_cols(extents, shape_of, budget, quantum):
     """The tile with the most whole rows whose operand fits ``budget`` elements.
 
     Rows are equalised over the tiles of an axis; when a single row is over
-    budget, columns are split in whole panels.
+    budget, columns are split in whole ``quantum``.
     """
     grid_rows = extents[-2] if len(extents) >= 2 else 1
-    quantum = panel or blocking.min_tile
     rows, cols = grid_rows, extents[-1]
     while True:
-        tile = _tile_shape(spans, rows, cols, chunk, taps, panel)
+        tile = shape_of(rows, cols)
         if tile.operand <= budget:
             break
         if rows > 1:
@@ -200,7 +248,25 @@ def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
             break
         cols = smaller
     row_tiles = -(-grid_rows // rows)
-    return _tile_shape(spans, -(-grid_rows // row_tiles), cols, chunk, taps, panel)
+    return shape_of(-(-grid_rows // row_tiles), cols)
+
+
+def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
+    """A window tile when one fits the budget and is no larger than gathering the
+    taps (always, for ordinary kernels), else a gathered tile."""
+    def gathered(rows, cols):
+        return _gathered_tile(rows, cols, chunk, taps, panel)
+
+    if not panel:
+        return _choose_rows_cols(extents, gathered, budget, blocking.min_tile)
+
+    def window(rows, cols):
+        return _window_tile(spans, rows, cols, chunk, taps, panel)
+
+    tile = _choose_rows_cols(extents, window, budget, panel)
+    if tile.operand <= budget and tile.operand <= gathered(tile.rows, tile.cols).operand:
+        return tile
+    return _choose_rows_cols(extents, gathered, budget, panel)
 
 
 def _split_rows(tile, extents, spans, chunk, taps, min_items, blocking):
@@ -216,11 +282,21 @@ def _split_rows(tile, extents, spans, chunk, taps, min_items, blocking):
     wanted = min(-(-min_items // (lead * col_tiles)), grid_rows // blocking.min_split_rows)
     if wanted <= row_tiles:
         return tile
-    return _tile_shape(spans, -(-grid_rows // wanted), tile.cols, chunk, taps, blocking.nr)
+    return _resized(tile, -(-grid_rows // wanted), tile.cols, spans, chunk, taps, blocking)
+
+
+def _resized(tile, rows, cols, spans, chunk, taps, blocking):
+    """The same kind of tile (window or gathered) with other rows and columns."""
+    if tile.gather:
+        return _gathered_tile(rows, cols, chunk, taps, blocking.nr)
+    return _window_tile(spans, rows, cols, chunk, taps, blocking.nr)
 
 
 def _buffer_offsets(stack, spans, tile, chunk):
-    """Offset of each (channel, tap) row inside a tile buffer (taps in C order)."""
+    """Offset of each (channel, tap) row inside a tile's operand (taps in C order)."""
+    if tile.gather:
+        taps = math.prod(len(group.offsets) for group in stack)
+        return [row * tile.columns for row in range(chunk * taps)]
     ndim = len(stack)
     dims = [span + 1 for span in spans[:-2]]
     if ndim >= 2:
@@ -273,12 +349,12 @@ def _stack_tile(stack, cg, min_items, blocking, rows=None):
     extents = [group.extent for group in stack]
     spans = [-min(group.offsets) for group in stack]
     panel = blocking.nr
+    tile = _choose_tile(extents, spans, chunk, taps, panel,
+                        blocking.operand_bytes // blocking.itemsize, blocking)
     if rows is None:
-        tile = _choose_tile(extents, spans, chunk, taps, panel,
-                            blocking.operand_bytes // blocking.itemsize, blocking)
         tile = _split_rows(tile, extents, spans, chunk, taps, min_items, blocking)
     else:
-        tile = _tile_shape(spans, rows, extents[-1], chunk, taps, panel)
+        tile = _resized(tile, rows, extents[-1], spans, chunk, taps, blocking)
     return taps, chunk, extents, spans, tile
 
 
@@ -296,6 +372,7 @@ def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
     panel = blocking.nr
     return (
         blocking.exact_stacks
+        and not tile.gather
         # the two phases are then residues 0 and 1: outputs 2 t and 2 t + 1
         and stride == 2
         and len(phases) == 2
@@ -390,7 +467,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking):
             tile_rows=tile.rows, tile_cols=tile.cols, row_tiles=row_tiles,
             col_tiles=col_tiles, row_stride=tile.row_stride, buffer_rows=tile.buffer_rows,
             buffer_planes=tile.buffer_planes, buffer_channel=tile.buffer_channel,
-            offset_start=len(buffer_rows), row_groups=row_groups, group_blocks=group_blocks,
+            offset_start=len(buffer_rows), gather=int(tile.gather), row_groups=row_groups,
+            group_blocks=group_blocks,
             siblings=len(stack[-1].phases),
             interleave=int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
             exact=int(exact), store_direct=int(store_direct),

@@ -52,6 +52,7 @@ GEMM_STACK = _record(
     "buffer_planes",   # leading-axis planes of a buffer channel
     "buffer_channel",  # buffer elements per input channel
     "offset_start",    # first entry of this stack in buffer_offsets
+    "gather",          # 1: the tile is gathered tap by tap (im2col) instead of copied once
     "row_groups",      # groups the row blocks of a tile are split into
     "group_blocks",    # row blocks per group
     "siblings",        # stacked phases of the last axis (adjacent rows)

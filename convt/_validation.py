@@ -213,7 +213,8 @@ def check_opset_dtype(name, dtype, opset):
     floats at all are left to the array checks.
     """
     dtype = np.dtype(dtype)
-    if dtype.name == "bfloat16" and opset < FIRST_OPSET_BFLOAT16:
+    # kind 'V' first: dtype.name is slow to compute, and bfloat16 is a 'V' dtype
+    if opset < FIRST_OPSET_BFLOAT16 and dtype.kind == "V" and dtype.name == "bfloat16":
         version = onnx_version(opset)
         raise TypeError(
             f"{name} has dtype bfloat16, which ONNX opset {opset} does not allow: its "
