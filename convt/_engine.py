@@ -173,8 +173,8 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
         fill_with_bias(y, b)
         return y
     problem = problem_of(x, w, y, geometry, group)
+    _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
     run = execution(problem, engine, backend, **overrides)
-    _dispatch.check_work(run.multiply_adds)
     decision = run.decision
     threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
     b_acc = None
@@ -259,10 +259,12 @@ def add_weight_contributions(arrays, weights, problem):
             target.append(slice(lo * s + shift, hi * s + shift + 1, s))
         else:
             channel = (c // cg) * mg + m
-            contribution = x[(slice(None), c) + tuple(source[1:])].astype(accumulation) * \
-                accumulation.type(w[(c, m, *taps)])
+            with np.errstate(invalid="ignore", over="ignore"):  # 0 x Inf is NaN, as defined
+                contribution = x[(slice(None), c) + tuple(source[1:])].astype(accumulation) * \
+                    accumulation.type(w[(c, m, *taps)])
             view = y[(slice(None), channel) + tuple(target[1:])]
-            view[...] = (view.astype(accumulation) + contribution).astype(y.dtype)
+            with np.errstate(invalid="ignore", over="ignore"):  # Inf - Inf is NaN, as defined
+                view[...] = (view.astype(accumulation) + contribution).astype(y.dtype)
 
 
 def flop_count(x_shape, w_shape):

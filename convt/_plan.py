@@ -45,28 +45,35 @@ class AxisGroup:
     extent: int
 
 
-def phase_taps(residue, count, in_size, kernel, stride, dilation, pad_begin):
-    """The taps ``(k, offset)`` of the phase of outputs ``residue + t * stride``
-    (``t < count``) that reach an output: tap k serves the phase when
-    ``(residue + pad_begin - k * dilation) % stride == 0`` and reads input
-    ``t + offset``, ``offset = (residue + pad_begin - k * dilation) // stride``,
-    which must lie in ``[0, in_size)`` for some t, so ``-count < offset < in_size``.
+def phase_tap_range(residue, count, in_size, kernel, stride, dilation, pad_begin):
+    """The kernel taps k (a ``range``) of the phase of outputs ``residue + t *
+    stride`` (``t < count``) that reach an output.
 
-    The taps are found by modular arithmetic, in increasing k, without visiting
-    the others: planning costs what reaches the output, however long the
-    kernel or large the dilation.
+    Tap k serves the phase when ``(residue + pad_begin - k * dilation) % stride
+    == 0`` and reads input ``t + offset``, ``offset = (residue + pad_begin - k *
+    dilation) // stride``, which must lie in ``[0, in_size)`` for some t, so
+    ``-count < offset < in_size``.  Modular arithmetic finds them without
+    visiting the others: planning costs what reaches the output, however long
+    the kernel or large the dilation.  Every tap serves exactly one residue.
     """
     base = residue + pad_begin
     common = math.gcd(dilation, stride)
     if base % common:
-        return ()
+        return range(0)
     period = stride // common  # k steps between taps of this phase
     first = (base // common) * pow(dilation // common, -1, period) % period if period > 1 else 0
     # -count < (base - k d) / stride < in_size  <=>  base - in_size s < k d < base + count s
     low = max(0, (base - in_size * stride) // dilation + 1)
     high = min(kernel - 1, -(-(base + count * stride) // dilation) - 1)
     start = low + (first - low) % period
-    return tuple((k, (base - k * dilation) // stride) for k in range(start, high + 1, period))
+    return range(start, high + 1, period)
+
+
+def phase_taps(residue, count, in_size, kernel, stride, dilation, pad_begin):
+    """The taps ``(k, offset)`` of a phase that reach an output (see phase_tap_range)."""
+    base = residue + pad_begin
+    return tuple((k, (base - k * dilation) // stride) for k in phase_tap_range(
+        residue, count, in_size, kernel, stride, dilation, pad_begin))
 
 
 def axis_phases(in_size, kernel, stride, dilation, pad_begin, out_size):
@@ -136,19 +143,33 @@ def geometry_phases(geometry):
 
 
 @functools.lru_cache(maxsize=256)
+def phase_tap_counts(geometry):
+    """Per axis, (outputs, reaching taps) of every phase, without listing the taps."""
+    return tuple(
+        tuple(
+            (count, len(phase_tap_range(residue, count, size, kernel, stride, dilation, pad)))
+            for residue in range(min(stride, out))
+            for count in (-(-(out - residue) // stride),)
+        )
+        for size, kernel, stride, dilation, pad, out in zip(
+            geometry.input_shape, geometry.kernel_shape, geometry.strides, geometry.dilations,
+            geometry.pads_begin, geometry.output_shape)
+    )
+
+
 def reaching_kernel_size(geometry):
     """Kernel taps that reach some output (all of them, but for huge cropped kernels)."""
-    return math.prod(len({k for phase in phases for k, _ in phase.taps})
-                     for phases in geometry_phases(geometry))
+    return math.prod(sum(taps for _, taps in phases) for phases in phase_tap_counts(geometry))
 
 
 @functools.lru_cache(maxsize=256)
 def performed_multiply_adds(geometry, batch, in_channels, out_channels, group):
     """Multiply-adds the engines perform: every (tap, output) pair of every phase
     whose tap reaches the output range, per input channel of a group and output
-    channel (kernel taps that reach no output are never visited)."""
-    pairs = math.prod(sum(len(phase.taps) * phase.count for phase in phases)
-                      for phases in geometry_phases(geometry))
+    channel (kernel taps that reach no output are never visited).  Counted
+    without listing the taps, so it can vet a call before it is planned."""
+    pairs = math.prod(sum(count * taps for count, taps in phases)
+                      for phases in phase_tap_counts(geometry))
     return batch * out_channels * (in_channels // group) * pairs
 
 
