@@ -73,14 +73,11 @@ def _describe_family(family):
 
 def info():
     """Version, dtypes, threading, CPU, kernel sets, BLAS, and the decision for a sample call."""
-    threads = _kernels.max_threads()
     print(f"convt {__version__}")
     print(f"  dtypes: {', '.join(SUPPORTED_NAMES)} "
           "(float16 and bfloat16 accumulate in float32; bfloat16 is ml_dtypes')")
-    if _kernels.openmp_enabled():
-        print(f"  OpenMP: on, {threads} threads by default")
-    else:
-        print("  OpenMP: off (built without OpenMP; kernels run serially)")
+    print(f"  threads: {_dispatch.default_threads()} by default ("
+          + " or ".join(_dispatch.THREAD_VARIABLES) + " or the cores this process may use)")
     print(f"  CPU features: {', '.join(_kernels.cpu_features()) or 'none the kernels use'}")
     print("  kernel families (rows x positions per micro-kernel call):")
     for family in _dispatch.families():

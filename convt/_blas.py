@@ -1,6 +1,6 @@
 """The BLAS behind ``scipy.linalg.cython_blas`` and control of its threads.
 
-convt's GEMM engine calls BLAS from inside its own OpenMP threads, one GEMM
+convt's GEMM engine calls BLAS from inside its own threads, one GEMM
 per tile.  A BLAS that also starts threads would oversubscribe the cores, so
 while convt computes, the BLAS is held at one thread and then restored.  The
 library is found the way threadpoolctl finds it (by the loaded library's

@@ -189,22 +189,39 @@ cdef void direct_row_in(const Direct* d, Py_ssize_t row, acc_t* floats,
     direct_row(d, row, &scratch, floats)
 
 
-cdef void direct_engine(const Direct* d, acc_t* workspace, Py_ssize_t* ints, Signals* signals,
-                        int num_threads) noexcept nogil:
+# One run of the direct engine, shared by the pool's threads: item i is the
+# output rows [i * rows_per_item, (i + 1) * rows_per_item).
+cdef struct DirectJob:
+    const Direct* d
+    Signals* signals
+    void* workspace                    # (threads, layout.floats) accumulation elements
+    Py_ssize_t* ints                   # (threads, layout.ints)
+    Py_ssize_t rows_per_item
+
+
+cdef inline void direct_task(const DirectJob* job, Py_ssize_t item, int slot,
+                             acc_t* like) noexcept nogil:
+    cdef const Direct* d = job.d
     cdef Py_ssize_t row
-    cdef int thread
-    if num_threads == 1:
-        # no OpenMP region: cheaper for small calls, and safe in a forked child
-        for row in range(d.layout.rows):
-            if stopped(signals, 0):
-                break
-            direct_row_in(d, row, workspace, ints)
-        return
-    for row in prange(d.layout.rows, num_threads=num_threads, schedule="static"):
-        thread = convt_thread_num()
-        if not stopped(signals, thread):
-            direct_row_in(d, row, workspace + thread * d.layout.floats,
-                          ints + thread * d.layout.ints)
+    for row in range(item * job.rows_per_item, min(d.layout.rows, (item + 1) * job.rows_per_item)):
+        if stopped(job.signals, slot):
+            return
+        direct_row_in(d, row, <acc_t*>job.workspace + slot * d.layout.floats,
+                      job.ints + slot * d.layout.ints)
+
+
+cdef void direct_task_f32(void* job, Py_ssize_t item, int slot) noexcept nogil:
+    direct_task(<const DirectJob*>job, item, slot, <float*>NULL)
+
+
+cdef void direct_task_f64(void* job, Py_ssize_t item, int slot) noexcept nogil:
+    direct_task(<const DirectJob*>job, item, slot, <double*>NULL)
+
+
+# Work items the direct engine's rows are cut into: enough for any thread
+# count's balance, few enough that claiming them costs nothing.
+cdef enum:
+    DIRECT_ITEMS = 256
 
 
 cdef class DirectEngine:
@@ -226,18 +243,24 @@ cdef class DirectEngine:
         self.doubles = decision.accumulation.itemsize == 8
 
     def run(self, arrays, workspace, scratch, int num_threads):
-        """Every output row, on ``arrays`` (convt._engine.Operands); ``workspace`` is
-        (threads, layout.floats) of the accumulation type, ``scratch`` (threads,
-        layout.ints) intp."""
+        """Every output row, on ``arrays`` (convt._engine.Operands), shared by up to
+        ``num_threads`` pool threads; ``workspace`` is (threads, layout.floats) of
+        the accumulation type, ``scratch`` (threads, layout.ints) intp.  Returns
+        the threads that took part."""
         cdef Direct d = self.d
-        cdef Py_ssize_t* ints = <Py_ssize_t*>data_of(scratch)
-        cdef void* buffers = <void*>data_of(workspace)
+        cdef DirectJob job
         cdef Signals signals = signals_for_this_call()
+        cdef convt_task task = direct_task_f64 if self.doubles else direct_task_f32
+        cdef Py_ssize_t rows = d.layout.rows
+        cdef int used
         d.ops = operands_of(arrays)
-        if self.doubles:
-            with nogil:
-                direct_engine(&d, <double*>buffers, ints, &signals, num_threads)
-        else:
-            with nogil:
-                direct_engine(&d, <float*>buffers, ints, &signals, num_threads)
+        job.d = &d
+        job.signals = &signals
+        job.workspace = <void*>data_of(workspace)
+        job.ints = <Py_ssize_t*>data_of(scratch)
+        job.rows_per_item = (rows + DIRECT_ITEMS - 1) // DIRECT_ITEMS
+        with nogil:
+            used = convt_run(task, &job, (rows + job.rows_per_item - 1) // job.rows_per_item,
+                             num_threads)
         raise_if_stopped(&signals)
+        return used

@@ -89,7 +89,7 @@ def check_work(work):
 
 
 # --- threads -----------------------------------------------------------------
-# More OpenMP threads than this only add workspace, never speed.
+# More threads than this only add workspace, never speed (the pool's limit).
 MAX_THREADS = 256
 # Multiply-adds a thread must get before another one is woken: on 2 Zen 4 vCPUs
 # waking the second core costs 10-30 us, about 2-4 M multiply-adds of a kernel
@@ -372,37 +372,28 @@ def tuning():
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES)
 
 
-# A child forked after this process ran OpenMP threads runs on one thread:
-# GNU libgomp's thread pool does not survive fork() (the child would wait
-# forever for threads that do not exist in it), and a single-threaded call
-# enters no OpenMP region at all.  Children made by spawn or forkserver, and
-# children of processes that never used threads, are not affected.
-_threads_started = False
-_forked_after_threads = False
+# Environment variables that set the default thread count, first found wins
+# (OMP_NUM_THREADS is what dask, joblib and job schedulers set for workers).
+THREAD_VARIABLES = ("CONVT_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def _after_fork_in_child():
-    global _forked_after_threads
-    _forked_after_threads = _forked_after_threads or _threads_started
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+def default_threads():
+    """Threads a call uses by default: CONVT_NUM_THREADS or OMP_NUM_THREADS when
+    set (the first number of a list), else every core this process may run on."""
+    for name in THREAD_VARIABLES:
+        value = os.environ.get(name, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def resolve_threads(num_threads, work_items, multiply_adds):
-    """Threads to use: all the process may use by default (or ``num_threads``),
-    never more than the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each
-    can keep busy, and one in a child forked after threads ran.  Results do
-    not depend on it."""
-    global _threads_started
-    if _forked_after_threads:
-        return 1
+    """Threads to use: ``num_threads``, or :func:`default_threads`; never more than
+    the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each can keep busy.
+    Results do not depend on it."""
     if num_threads is None:
-        from . import _kernels
-
-        num_threads = _kernels.max_threads()
+        num_threads = default_threads()
     feeds = max(1, multiply_adds // MIN_MULTIPLY_ADDS_PER_THREAD)
-    threads = max(1, min(num_threads, work_items, feeds, MAX_THREADS))
-    _threads_started = _threads_started or threads > 1
-    return threads
+    return max(1, min(num_threads, work_items, feeds, MAX_THREADS))

@@ -56,9 +56,9 @@ class ConvTranspose(_frontend.Parameters):
         Layout of ``w``: 'IOX' is ONNX's (C, M/group, k1, ..., kn), 'XOI'
         (k1, ..., kn, M/group, C) and 'OIX' (M/group, C, k1, ..., kn).
     num_threads : int, optional
-        OpenMP threads.  ``None`` uses every core the process may use (and
-        respects ``OMP_NUM_THREADS``).  Results are bitwise identical for every
-        value.
+        Threads.  ``None`` uses ``CONVT_NUM_THREADS`` or ``OMP_NUM_THREADS``
+        when set, else every core the process may use; small calls use fewer.
+        Results are bitwise identical for every value.
 
     See Also
     --------

@@ -384,8 +384,10 @@ cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* 
 
 cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
                          const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
-                         acc_t* operand, acc_t* product, acc_t* panel_buffer) noexcept nogil:
-    """The product of one tile of one stack, K chunk by K chunk: gather, multiply."""
+                         acc_t* operand, acc_t* product, acc_t* panel_buffer,
+                         int slot) noexcept nogil:
+    """The product of one tile of one stack, K chunk by K chunk: gather, multiply
+    (``slot``: the pool thread's, 0 for the caller, who runs signal handlers)."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t cg = g.problem.cg
     cdef Py_ssize_t depth = cg * stack.taps
@@ -404,7 +406,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
     call.ldc = stack.columns
     c_begin = 0
     while c_begin < cg:
-        if c_begin and stopped(g.signals, convt_thread_num()):
+        if c_begin and stopped(g.signals, slot):
             return  # interrupted: the item is abandoned
         c_end = min(cg, c_begin + stack.chunk)
         call.depth = (c_end - c_begin) * stack.taps
@@ -442,7 +444,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
 
 
 cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
-                    Py_ssize_t* lead) noexcept nogil:
+                    Py_ssize_t* lead, int slot) noexcept nogil:
     """One tile of one stack (and of its residue partner) for one image and group."""
     cdef const WorkItem* item = g.items + index
     cdef const GemmStack* stack = g.stacks + item.stack
@@ -456,7 +458,7 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     cdef const GemmStack* other
     cdef TileSpan other_tile
     cdef acc_t* other_product
-    multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer)
+    multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer, slot)
     if convt_stop_raised(&g.signals.stop):
         return
     if stack.partner >= 0:
@@ -466,7 +468,7 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
                                  item.tile, lead)
         other_product = product + (tile.end_row - tile.first_row) * stack.columns
         multiply_stack(g, other, packed, item, lead, other_tile, operand, other_product,
-                       panel_buffer)
+                       panel_buffer, slot)
         if convt_stop_raised(&g.signals.stop):
             return
         scatter_pair(g, stack, other, item, lead, tile, other_tile, product, other_product)
@@ -474,22 +476,29 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
         scatter_tile(g, stack, item, lead, tile, product)
 
 
-cdef void gemm_engine(const Gemm* g, const acc_t* packed, Py_ssize_t n_items,
-                      acc_t* workspace, Py_ssize_t* scratch, int num_threads) noexcept nogil:
-    cdef Py_ssize_t index
-    cdef int thread
-    if num_threads == 1:
-        # no OpenMP region: cheaper for small calls, and safe in a forked child
-        for index in range(n_items):
-            if stopped(g.signals, 0):
-                break
-            gemm_item(g, packed, index, workspace, scratch)
-        return
-    for index in prange(n_items, num_threads=num_threads, schedule="dynamic"):
-        thread = convt_thread_num()
-        if not stopped(g.signals, thread):
-            gemm_item(g, packed, index, workspace + thread * g.layout.per_thread,
-                      scratch + thread * g.problem.ndim)
+# One run of the GEMM engine, shared by the pool's threads.
+cdef struct GemmJob:
+    const Gemm* g
+    const void* packed
+    void* workspace                    # (threads, layout.per_thread) accumulation elements
+    Py_ssize_t* scratch                # (threads, ndim)
+
+
+cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
+                           const acc_t* like) noexcept nogil:
+    """Work item ``index`` on pool thread ``slot``, with that slot's workspace."""
+    if not stopped(job.g.signals, slot):
+        gemm_item(job.g, <const acc_t*>job.packed, index,
+                  <acc_t*>job.workspace + slot * job.g.layout.per_thread,
+                  job.scratch + slot * job.g.problem.ndim, slot)
+
+
+cdef void gemm_task_f32(void* job, Py_ssize_t index, int slot) noexcept nogil:
+    gemm_task(<const GemmJob*>job, index, slot, <const float*>NULL)
+
+
+cdef void gemm_task_f64(void* job, Py_ssize_t index, int slot) noexcept nogil:
+    gemm_task(<const GemmJob*>job, index, slot, <const double*>NULL)
 
 
 cdef class GemmEngine:
@@ -522,21 +531,21 @@ cdef class GemmEngine:
 
     def run(self, arrays, packed, workspace, scratch, int num_threads):
         """Every work item, on ``arrays`` (convt._engine.Operands) with the packed
-        weights; ``workspace`` is (threads, layout.per_thread) of the accumulation
-        type and ``scratch`` (threads, ndim) intp."""
+        weights, shared by up to ``num_threads`` pool threads; ``workspace`` is
+        (threads, layout.per_thread) of the accumulation type and ``scratch``
+        (threads, ndim) intp.  Returns the threads that took part."""
         cdef Gemm g = self.g
-        cdef Py_ssize_t* lead = <Py_ssize_t*>data_of(scratch)
-        cdef const void* weights = data_of(packed)
-        cdef void* buffers = <void*>data_of(workspace)
+        cdef GemmJob job
         cdef Signals signals = signals_for_this_call()
+        cdef convt_task task = gemm_task_f64 if self.doubles else gemm_task_f32
+        cdef int used
         g.ops = operands_of(arrays)
         g.signals = &signals
-        if self.doubles:
-            with nogil:
-                gemm_engine(&g, <const double*>weights, self.n_items, <double*>buffers, lead,
-                            num_threads)
-        else:
-            with nogil:
-                gemm_engine(&g, <const float*>weights, self.n_items, <float*>buffers, lead,
-                            num_threads)
+        job.g = &g
+        job.packed = data_of(packed)
+        job.workspace = <void*>data_of(workspace)
+        job.scratch = <Py_ssize_t*>data_of(scratch)
+        with nogil:
+            used = convt_run(task, &job, self.n_items, num_threads)
         raise_if_stopped(&signals)
+        return used

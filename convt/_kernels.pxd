@@ -101,10 +101,10 @@ cdef extern from "cpu.h" nogil:
     unsigned convt_cpu_features()
 
 
-cdef extern from "openmp.h" nogil:
-    int CONVT_HAVE_OPENMP
-    int convt_thread_num()
-    int convt_max_threads()
+cdef extern from "pool.h" nogil:
+    ctypedef void (*convt_task)(void* context, Py_ssize_t item, int slot) noexcept nogil
+    int convt_run(convt_task task, void* context, Py_ssize_t items, int threads)
+    int convt_pool_workers()
     double convt_seconds()
     ctypedef struct convt_stop:
         int raised

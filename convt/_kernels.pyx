@@ -13,7 +13,7 @@ Files, by job (included here, one extension module):
 * ``_storage.pxi``: element types, conversions between user arrays and
   accumulation-type buffers;
 * ``_registry.pxi``: the kernel families of convt/src/registry.c, CPU
-  features, OpenMP, and the check that plan records match convt._records;
+  features, the thread pool, and the check that plan records match convt._records;
 * ``_gemm.pxi``: the GEMM engine driver (tile buffers, micro-kernels, work items);
 * ``_scatter.pxi``: the GEMM engine's output side (product rows to y);
 * ``_pack.pxi``: weight packing for the GEMM engine;
@@ -24,11 +24,13 @@ Files, by job (included here, one extension module):
 Drivers take a few structs: the problem, the plan (records of
 convt._records), the kernel set, the operands, the workspace.  How a call
 runs is decided in convt._dispatch; the drivers obey the decision and infer
-nothing.  Work decompositions never depend on the thread count, so results
-are bitwise identical for every ``num_threads``.
+nothing.  Work items are shared by convt's thread pool (convt/src/pool.c):
+threads claim items, and the caller never waits for a thread that has not
+started, so a busy machine costs at most the work, not a barrier.  Work
+decompositions never depend on the thread count, so results are bitwise
+identical for every ``num_threads``.
 """
 
-from cython.parallel cimport prange
 from libc.stdint cimport uint16_t
 from libc.string cimport memcpy, memset
 

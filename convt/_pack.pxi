@@ -14,6 +14,7 @@ cdef struct Packing:
     const Py_ssize_t* kernel_index     # stack after stack: (phase, tap) -> ndim kernel coordinates
     const Py_ssize_t* block_starts
     Py_ssize_t* tables                 # per stack: [tap][row] offsets in w[c]
+    void* packed                       # the packed weights (accumulation type)
 
 
 cdef void tap_table(const Packing* p, const GemmStack* stack) noexcept nogil:
@@ -90,35 +91,37 @@ cdef void pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_
                            width, storage)
 
 
-cdef Py_ssize_t pack_all(const Packing* p, Py_ssize_t stack_count, acc_t* packed,
-                         Py_ssize_t packed_size, int num_threads) noexcept nogil:
-    """Tap tables of every stack, then one task per stack, group and input channel:
-    it reads that channel's weights, one contiguous region, and writes runs of
-    whole row blocks.  Return the number of non-finite weights packed as 0."""
-    cdef Py_ssize_t s, task, local
+cdef inline void pack_task(const Packing* p, Py_ssize_t task, acc_t* packed) noexcept nogil:
+    """Task ``task`` = (stack, group, input channel) of the packing."""
     cdef Py_ssize_t per_stack = p.problem.groups * p.problem.cg
-    for s in range(stack_count):
-        tap_table(p, p.stacks + s)
-    if num_threads == 1:
-        for task in range(stack_count * per_stack):
-            pack_input_channel(p, p.stacks + task // per_stack, (task % per_stack) // p.problem.cg,
-                               task % p.problem.cg, packed)
-    else:
-        for task in prange(stack_count * per_stack, num_threads=num_threads,
-                           schedule="static"):
-            s = task // per_stack
-            local = task % per_stack
-            pack_input_channel(p, p.stacks + s, local // p.problem.cg, local % p.problem.cg,
-                               packed)
-    return zero_non_finite(packed, packed_size)
+    cdef Py_ssize_t local = task % per_stack
+    pack_input_channel(p, p.stacks + task // per_stack, local // p.problem.cg,
+                       local % p.problem.cg, packed)
+
+
+cdef void pack_task_f32(void* packing, Py_ssize_t task, int slot) noexcept nogil:
+    cdef const Packing* p = <const Packing*>packing
+    pack_task(p, task, <float*>p.packed)
+
+
+cdef void pack_task_f64(void* packing, Py_ssize_t task, int slot) noexcept nogil:
+    cdef const Packing* p = <const Packing*>packing
+    pack_task(p, task, <double*>p.packed)
 
 
 def pack_weights(arrays, problem, plan, packed, int num_threads):
     """Pack the weights ``arrays.w`` of every stack of a GEMM plan into ``packed``
-    (plan.packed_size elements of the accumulation type); return how many
-    non-finite weights were packed as 0 (see pack_input_channel)."""
+    (plan.packed_size elements of the accumulation type), one task per stack,
+    group and input channel: it reads that channel's weights, one contiguous
+    region, and writes runs of whole row blocks.  Return how many non-finite
+    weights were packed as 0 (see zero_non_finite)."""
     cdef Packing p
     cdef cnp.ndarray tables = np.empty(plan.table_size, dtype=np.intp)
+    cdef Py_ssize_t stack_count = plan.stacks.shape[0]
+    cdef Py_ssize_t size = plan.packed_size
+    cdef Py_ssize_t tasks, s, non_finite
+    cdef bint doubles = packed.dtype.itemsize == 8
+    cdef convt_task task = pack_task_f64 if doubles else pack_task_f32
     p.problem = (<const Problem*>data_of(problem))[0]
     p.w = <const char*>data_of(arrays.w)
     p.w_strides = <const Py_ssize_t*>data_of(arrays.w_strides)
@@ -126,14 +129,14 @@ def pack_weights(arrays, problem, plan, packed, int num_threads):
     p.kernel_index = <const Py_ssize_t*>data_of(plan.kernel_index)
     p.block_starts = <const Py_ssize_t*>data_of(plan.block_starts)
     p.tables = <Py_ssize_t*>data_of(tables)
-    cdef Py_ssize_t stack_count = plan.stacks.shape[0]
-    cdef Py_ssize_t size = plan.packed_size
-    cdef void* destination = <void*>data_of(packed)
-    cdef Py_ssize_t non_finite
-    if packed.dtype.itemsize == 4:
-        with nogil:
-            non_finite = pack_all(&p, stack_count, <float*>destination, size, num_threads)
-    else:
-        with nogil:
-            non_finite = pack_all(&p, stack_count, <double*>destination, size, num_threads)
+    p.packed = <void*>data_of(packed)
+    tasks = stack_count * p.problem.groups * p.problem.cg
+    with nogil:
+        for s in range(stack_count):
+            tap_table(&p, p.stacks + s)
+        convt_run(task, &p, tasks, num_threads)
+        if doubles:
+            non_finite = zero_non_finite(<double*>p.packed, size)
+        else:
+            non_finite = zero_non_finite(<float*>p.packed, size)
     return non_finite

@@ -1,4 +1,4 @@
-# Registry: the compiled kernel families, the CPU's features, OpenMP.
+# Registry: the compiled kernel families, the CPU's features, the thread pool.
 
 CPU_FEATURES = {
     "avx2": 1 << 0, "fma": 1 << 1, "f16c": 1 << 2, "avx512f": 1 << 3, "avx512vl": 1 << 4,
@@ -7,14 +7,10 @@ CPU_FEATURES = {
 }
 
 
-def openmp_enabled():
-    """Whether the kernels were compiled with OpenMP."""
-    return bool(CONVT_HAVE_OPENMP)
-
-
-def max_threads():
-    """Threads an OpenMP region uses by default (1 without OpenMP)."""
-    return convt_max_threads()
+def pool_workers():
+    """Worker threads convt's pool has started in this process (it starts them on
+    first use; a forked child starts its own)."""
+    return convt_pool_workers()
 
 
 def _feature_names(unsigned bits):

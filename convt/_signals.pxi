@@ -1,6 +1,6 @@
-# Interruptible engines.  Between work items, OpenMP thread 0 (the Python
-# thread that called) runs Python's signal handlers every SIGNAL_PERIOD
-# seconds, briefly holding the GIL; if a handler raises (Ctrl-C:
+# Interruptible engines.  Between work items, the calling thread (slot 0 of
+# the pool) runs Python's signal handlers every SIGNAL_PERIOD seconds, briefly
+# holding the GIL; if a handler raises (Ctrl-C:
 # KeyboardInterrupt), every thread skips its remaining items and the exception
 # is raised when the engine returns.  Outputs are then partially written.
 # Calls from other threads skip the checks: only the main thread runs handlers.
@@ -26,11 +26,12 @@ cdef void run_signal_handlers(Signals* signals) noexcept with gil:
         convt_raise_stop(&signals.stop)
 
 
-cdef inline bint stopped(Signals* signals, int thread) noexcept nogil:
-    """Whether the engine must stop; thread 0 runs the signal handlers when due."""
+cdef inline bint stopped(Signals* signals, int slot) noexcept nogil:
+    """Whether the engine must stop; the caller (slot 0) runs the signal handlers
+    when due."""
     if convt_stop_raised(&signals.stop):
         return True
-    if signals.enabled and thread == 0 and convt_seconds() >= signals.next_check:
+    if signals.enabled and slot == 0 and convt_seconds() >= signals.next_check:
         run_signal_handlers(signals)
         signals.next_check = convt_seconds() + signals.period
     return convt_stop_raised(&signals.stop)

@@ -97,7 +97,7 @@ class ConvTranspose(_frontend.Parameters):
         Filter layout: (k..., out_channels/groups, in_channels) or
         (in_channels, out_channels/groups, k...).
     num_threads : int, optional
-        OpenMP threads; ``None`` uses every core the process may use.
+        Threads; ``None`` uses every core the process may use (see ConvTranspose).
 
     Examples
     --------

@@ -81,7 +81,7 @@ class ConvolutionBackpropData(_frontend.Parameters):
         Extra elements at the end of each output axis, any value >= 0 (zeros
         past the computed range).  Default zeros.
     num_threads : int, optional
-        OpenMP threads; ``None`` uses every core the process may use.
+        Threads; ``None`` uses every core the process may use (see ConvTranspose).
 
     Notes
     -----

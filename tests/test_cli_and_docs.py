@@ -24,12 +24,19 @@ def test_demo_reports_shapes_time_and_error():
     assert error < 1e-5
 
 
-def test_info_reports_version_dtypes_openmp_and_blas():
+def test_info_reports_version_dtypes_threads_kernel_sets_and_a_decision():
+    from convt import _dispatch
+
     result = _run("info")
     assert result.returncode == 0, result.stderr
     assert f"convt {convt.__version__}" in result.stdout
-    assert "float16, float32, float64" in result.stdout
-    assert "OpenMP:" in result.stdout and "BLAS:" in result.stdout
+    assert "float16, bfloat16, float32, float64" in result.stdout
+    assert "threads:" in result.stdout and "BLAS:" in result.stdout
+    for family in _dispatch.families():
+        assert f"{family.name}: {'available' if family.available else 'not on this CPU'}" \
+            in result.stdout
+    assert f"preferred kernel set: {_dispatch.preferred_kernel_set()}" in result.stdout
+    assert "sample call:" in result.stdout and "engine gemm" in result.stdout
 
 
 def test_unknown_command_is_a_usage_error():

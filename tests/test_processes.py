@@ -1,4 +1,4 @@
-"""Processes: children forked after threads ran, Ctrl-C during a long call.
+"""Processes: children forked after the pool's threads ran, Ctrl-C during a long call.
 
 Each case runs a script in a subprocess with a timeout, so a hang fails the
 test instead of stopping the suite.
@@ -12,8 +12,6 @@ import textwrap
 import time
 
 import pytest
-
-from convt import _kernels
 
 TIMEOUT = 120
 
@@ -29,9 +27,6 @@ SETUP = textwrap.dedent("""
         return float(y.sum()) == 2 * 64 * 32 * 16 * 48 * 48
 """)
 
-needs_threads = pytest.mark.skipif(not _kernels.openmp_enabled(), reason="built without OpenMP")
-
-
 def _script(tmp_path, body):
     path = tmp_path / "script.py"
     path.write_text(SETUP + textwrap.dedent(body))
@@ -43,7 +38,6 @@ def _run(path):
                           timeout=TIMEOUT)
 
 
-@needs_threads
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_child_forked_after_threads_ran_computes(tmp_path):
     result = _run(_script(tmp_path, """
@@ -59,7 +53,6 @@ def test_a_child_forked_after_threads_ran_computes(tmp_path):
     assert result.stdout.split() == ["0", "True"]
 
 
-@needs_threads
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_multiprocessing_workers_compute(tmp_path, method):
     import multiprocessing

@@ -1,5 +1,7 @@
 """Results are bitwise identical for every num_threads; BLAS threads are restored."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -29,10 +31,46 @@ def test_bitwise_identical_across_thread_counts(name, engine, dtype, small_tiles
         assert np.array_equal(results[0].view(np.uint8), other.view(np.uint8))
 
 
-def test_default_threads_follow_openmp():
-    assert _kernels.max_threads() >= 1
-    if not _kernels.openmp_enabled():
-        assert _kernels.max_threads() == 1
+def test_default_threads_are_the_cores_this_process_may_use(monkeypatch):
+    for name in _dispatch.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert _dispatch.default_threads() == expected
+
+
+@pytest.mark.parametrize("name", ["CONVT_NUM_THREADS", "OMP_NUM_THREADS"])
+def test_default_threads_follow_the_environment(monkeypatch, name):
+    for other in _dispatch.THREAD_VARIABLES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, "3,2")  # OMP's nested list: the first level counts
+    assert _dispatch.default_threads() == 3
+    monkeypatch.setenv(name, "zero")  # not a count: ignored
+    assert _dispatch.default_threads() >= 1
+
+
+def test_the_pool_shares_a_large_call_between_its_threads(monkeypatch):
+    x = np.ones((1, 32, 64, 64), np.float32)
+    w = np.ones((32, 32, 4, 4), np.float32)
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=2)
+    used = []
+    from convt import _engine
+
+    original = _engine.execution
+
+    def spy(*args, **kwargs):
+        run = original(*args, **kwargs)
+        real = run.engine.run
+        class Engine:
+            def run(self, *a):
+                used.append(real(*a))
+                return used[-1]
+        return _engine.Execution(**{**run.__dict__, "engine": Engine()})
+
+    monkeypatch.setattr(_engine, "execution", spy)
+    expected = layer.apply(x, w)
+    assert used and 1 <= used[0] <= 2
+    np.testing.assert_array_equal(expected, ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1),
+                                                          num_threads=1).apply(x, w))
 
 
 def test_blas_threads_are_restored_after_a_call():
@@ -85,17 +123,19 @@ def test_backend_override_by_environment(backend):
         assert result.stdout.split() == [backend, str(float(16 * 4 * 9 * 8))]
 
 
-@pytest.mark.skipif(not _kernels.openmp_enabled(), reason="built without OpenMP")
-def test_default_threads_respect_omp_num_threads():
-    import os
-    import subprocess
-    import sys
+def test_calls_from_many_python_threads_at_once_are_right():
+    # the pool serves one job at a time; the others run on their callers
+    from concurrent.futures import ThreadPoolExecutor
 
-    code = "from convt import _kernels; print(_kernels.max_threads())"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                            check=True)
-    assert result.stdout.strip() == "1"
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 24, 24)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 4, 4)).astype(np.float32)
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=2)
+    expected = layer.apply(x, w)
+    with ThreadPoolExecutor(6) as executor:
+        results = list(executor.map(lambda _: layer.apply(x, w), range(60)))
+    for result in results:
+        np.testing.assert_array_equal(result, expected)
 
 
 @pytest.mark.skipif(
