@@ -48,7 +48,7 @@ cdef void flush_sources(const Direct* d, const DirectScratch* scratch, acc_t* ro
         for s in range(count):
             for j in range(taps):
                 weights[s * taps + j] = <acc_t>convt_load_double(
-                    d.ops.w, scratch.w_offsets[s] + d.tap_kernel[table + j] * d.ops.w_strides[2 + last],
+                    d.ops.w, scratch.w_offsets[s] + d.tap_kernel[table + j] * d.ops.w_strides[3 + last],
                     d.storage.type)
         if acc_t is float:
             d.storage.kernels.f32.row(count, sources, weights, taps, d.tap_offset + table,
@@ -97,7 +97,10 @@ cdef bint add_source(const Direct* d, const DirectScratch* scratch, acc_t* x_row
     cdef int last = d.problem.ndim - 1
     cdef int storage = d.storage.type
     cdef Py_ssize_t x_offset = image * d.ops.x_strides[0] + channel * d.ops.x_strides[1]
-    cdef Py_ssize_t w_offset = channel * d.ops.w_strides[0] + m_local * d.ops.w_strides[1]
+    cdef Py_ssize_t group = channel // d.problem.cg
+    cdef Py_ssize_t w_offset = (group * d.ops.w_strides[0]
+                                + (channel - group * d.problem.cg) * d.ops.w_strides[1]
+                                + m_local * d.ops.w_strides[2])
     cdef Py_ssize_t residue, entry, index
     cdef Py_ssize_t in_last = d.axes[last].in_size
     cdef int a
@@ -108,7 +111,7 @@ cdef bint add_source(const Direct* d, const DirectScratch* scratch, acc_t* x_row
         if index < 0 or index >= d.axes[a].in_size:
             return False
         x_offset = x_offset + index * d.ops.x_strides[2 + a]
-        w_offset = w_offset + d.tap_kernel[entry] * d.ops.w_strides[2 + a]
+        w_offset = w_offset + d.tap_kernel[entry] * d.ops.w_strides[3 + a]
     if is_accumulation(storage, x_rows) and d.ops.x_strides[2 + last] == 1:
         scratch.sources[batch] = <void*>element(d.ops.x, x_offset, storage)
     else:

@@ -22,7 +22,8 @@ from ._plan import direct_plan, gemm_plan
 
 @dataclass(frozen=True)
 class Operands:
-    """The arrays the compiled drivers read and write, with element strides."""
+    """The arrays the compiled drivers read and write, with element strides (w's as
+    a (group, C/group, M/group, k...) view, the layout every operator reduces to)."""
 
     x: np.ndarray
     w: np.ndarray
@@ -180,7 +181,8 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
     b_acc = None
     if b is not None and decision.engine == "gemm":
         b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
-    arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(w),
+    grouped = w.reshape((group, channels // group) + w.shape[1:])  # a view: an axis split
+    arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(grouped),
                       element_strides(y))
     if decision.engine == "direct" or not _run_gemm(arrays, run, threads):
         if decision.engine == "gemm":  # non-finite weights the GEMM cannot serve exactly

@@ -178,7 +178,9 @@ cdef extern from "records.h" nogil:
     const char* const* convt_direct_layout_fields
 
 
-# The arrays of one call: data pointers and element strides (n, c, spatial...).
+# The arrays of one call: data pointers and element strides: x and y (n,
+# channel, spatial...), w as a (group, input channel of the group, output
+# channel of the group, kernel...) view, whatever the operator's layout.
 cdef struct Operands:
     const char* x
     const char* w

@@ -29,9 +29,9 @@ cdef void tap_table(const Packing* p, const GemmStack* stack) noexcept nogil:
         rho = row_phase(row, p.problem.mg, stack.siblings, &m)
         for j in range(stack.taps):
             kernel = kernels + (rho * stack.taps + j) * ndim
-            offset = m * p.w_strides[1]
+            offset = m * p.w_strides[2]
             for a in range(ndim):
-                offset = offset + kernel[a] * p.w_strides[2 + a]
+                offset = offset + kernel[a] * p.w_strides[3 + a]
             table[j * stack.rows + row] = offset
 
 
@@ -76,7 +76,7 @@ cdef void pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_
     cdef Py_ssize_t cg = p.problem.cg
     cdef Py_ssize_t depth = cg * stack.taps
     cdef int storage = p.problem.storage
-    cdef const char* source = element(p.w, (group * cg + c) * p.w_strides[0], storage)
+    cdef const char* source = element(p.w, group * p.w_strides[0] + c * p.w_strides[1], storage)
     cdef const Py_ssize_t* table = p.tables + stack.table_start
     cdef const Py_ssize_t* starts = p.block_starts + stack.block_start
     cdef Py_ssize_t block, first, width, j
