@@ -180,6 +180,7 @@ class Problem:
     dtype: np.dtype
     y_rows_contiguous: bool = True   # y's last axis has unit stride
     x_spatially_contiguous: bool = True
+    transpose: bool = True           # ConvTranspose; else Conv (geometry.strides decimate x)
 
     @property
     def cg(self):
@@ -198,7 +199,7 @@ class Problem:
         from ._plan import performed_multiply_adds
 
         return performed_multiply_adds(self.geometry, self.batch, self.in_channels,
-                                       self.out_channels, self.group)
+                                       self.out_channels, self.group, self.transpose)
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,7 @@ def choose_engine(problem):
     """'direct' when a GEMM would be a few multiply-adds per position, else 'gemm'."""
     from ._plan import reaching_kernel_size
 
-    work = problem.cg * problem.mg * reaching_kernel_size(problem.geometry)
+    work = problem.cg * problem.mg * reaching_kernel_size(problem.geometry, problem.transpose)
     if work < DIRECT_MAX_WORK:
         return "direct", f"{work} multiply-adds per output and group < DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
     return "gemm", f"{work} multiply-adds per output and group >= DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
@@ -291,7 +292,7 @@ def _choose_kernel_set(problem, engine, forced, environ):
     if best == "avx512" and "avx2" in available_kernel_sets():
         from ._plan import max_stack_taps
 
-        depth = problem.cg * max_stack_taps(problem.geometry)
+        depth = problem.cg * max_stack_taps(problem.geometry, problem.transpose)
         if depth < AVX512_MIN_DEPTH:
             return "avx2", f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH}"
     if best == "blas":
@@ -313,6 +314,8 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         engine, why = choose_engine(problem)
     else:
         why = "engine forced by the caller"
+    if engine == "direct" and not problem.transpose:
+        engine, why = "gemm", why + "; Conv runs on the GEMM engine"
     reasons.append(f"engine {engine}: {why}")
     name, why = _choose_kernel_set(problem, engine, kernel_set, environ)
     if engine == "direct" and name == "blas":

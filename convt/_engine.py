@@ -58,8 +58,8 @@ def _spatially_contiguous(array):
     return 0 < strides[1] < 2**31 and strides[1] >= expected
 
 
-def problem_of(x, w, y, geometry, group):
-    """The dispatch point's view of a call."""
+def problem_of(x, w, y, geometry, group, transpose=True):
+    """The dispatch point's view of a call (``transpose``: ConvTranspose, else Conv)."""
     return _dispatch.Problem(
         geometry=geometry,
         batch=x.shape[0],
@@ -69,6 +69,7 @@ def problem_of(x, w, y, geometry, group):
         dtype=x.dtype,
         y_rows_contiguous=y.shape[-1] <= 1 or y.strides[-1] == y.itemsize,
         x_spatially_contiguous=_spatially_contiguous(x),
+        transpose=transpose,
     )
 
 
@@ -81,9 +82,13 @@ def problem_records(problem):
         batch=problem.batch, groups=problem.group, cg=problem.cg, mg=problem.mg,
         out_channels=problem.out_channels,
     )
+    # ConvTranspose strides its outputs, Conv decimates its input
+    ones = (1,) * geometry.ndim
     axes = _records.records(
         _records.AXIS,
-        zip(geometry.input_shape, geometry.output_shape, geometry.strides),
+        zip(geometry.input_shape, geometry.output_shape,
+            geometry.strides if problem.transpose else ones,
+            ones if problem.transpose else geometry.strides),
     )
     return scalars, axes
 
@@ -108,7 +113,7 @@ def plan_for(problem, decision):
     geometry = problem.geometry
     if decision.engine == "gemm":
         return gemm_plan(geometry, problem.batch, problem.cg, problem.mg, problem.group,
-                         decision.blocking)
+                         decision.blocking, problem.transpose)
     interleave = problem.y_rows_contiguous and problem.dtype == decision.accumulation
     return direct_plan(geometry, problem.batch, problem.out_channels,
                        _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores)
@@ -191,6 +196,71 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
     return y
 
 
+def compute_conv(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
+                 **overrides):
+    """Fill ``y`` with Conv(x, w, b); all arguments already validated.
+
+    ``x`` is an (N, C, D...) array or view, ``w`` an (M, C/group, k...) one
+    (Conv's ONNX layout), ``b`` (M,) or None, ``y`` an (N, M, O...) view.  In
+    ``geometry`` (Conv's), the strides decimate the input and the output size
+    is ``floor((in + pads - dilation * (k - 1) - 1) / stride) + 1``.  The GEMM
+    engine runs it: the input is read decimated by the strides, one window
+    plane per residue, so every output is one stride-1 correlation.  Zero
+    padding is part of Conv's definition: non-finite weights multiply it.
+    ``engine``, ``backend`` and ``overrides`` as in :func:`compute`.
+    """
+    batch, channels = x.shape[:2]
+    if batch == 0 or y.shape[1] == 0:
+        return y
+    cg, mg = channels // group, y.shape[1] // group
+    if cg == 0:
+        fill_with_bias(y, b)
+        return y
+    problem = problem_of(x, w, y, geometry, group, transpose=False)
+    _dispatch.check_work(problem.multiply_adds())
+    run = execution(problem, engine, backend, **overrides)
+    threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
+    b_acc = None if b is None else np.ascontiguousarray(b, dtype=run.decision.accumulation)
+    grouped = w.reshape((group, mg, cg) + w.shape[2:]).swapaxes(1, 2)  # (G, C/G, M/G, k...)
+    arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(grouped),
+                      element_strides(y))
+    _run_gemm(arrays, run, threads, finite=False)
+    _poison_padding_taps(w, y, geometry)
+    return y
+
+
+def _poison_padding_taps(w, y, geometry):
+    """Conv's taps that read only padding, for every output, are left out of the
+    plan (their products are zeros); a non-finite weight there makes 0 x Inf or
+    0 x NaN, so every output of its channel is NaN, as the definition says.
+
+    A tap reads only padding when one of its coordinates does; those slabs of
+    w are reduced (max and min: NaN and Inf survive them) without copying.
+    """
+    from ._plan import conv_reaching_taps
+
+    kept = conv_reaching_taps(geometry)
+    if kept == geometry.kernel_shape:
+        return
+    bad = np.zeros(w.shape[0], dtype=bool)
+    channels = tuple(range(1, w.ndim))
+    for axis, (kernel, pad, dilation, stride, out, reach) in enumerate(zip(
+            geometry.kernel_shape, geometry.pads_begin, geometry.dilations, geometry.strides,
+            geometry.output_shape, kept)):
+        low = max(0, -(-(pad - (out - 1) * stride) // dilation))
+        for start, stop in ((0, low), (low + reach, kernel)):
+            if start >= stop:
+                continue
+            index = [slice(None)] * w.ndim
+            index[2 + axis] = slice(start, stop)
+            slab = w[tuple(index)]
+            with np.errstate(invalid="ignore"):
+                bad |= ~np.isfinite(np.max(slab, axis=channels).astype(np.float64))
+                bad |= ~np.isfinite(np.min(slab, axis=channels).astype(np.float64))
+    if bad.any():
+        y[:, bad] = np.nan
+
+
 def _run_direct(arrays, run, threads):
     from . import _kernels
 
@@ -205,15 +275,17 @@ def _run_direct(arrays, run, threads):
 MAX_NON_FINITE_WEIGHTS = 64
 
 
-def _run_gemm(arrays, run, threads):
+def _run_gemm(arrays, run, threads, finite=True):
     """Run the GEMM engine; False (nothing done) if the direct engine must serve
-    the call: w holds non-finite weights the GEMM cannot handle exactly."""
+    the call: w holds non-finite weights the GEMM cannot handle exactly.
+    ``finite``: ConvTranspose, whose zero padding is not part of the operator
+    (Conv's is: its non-finite weights are packed as they are)."""
     from . import _kernels
 
     plan, decision = run.plan, run.decision
     accumulation = decision.accumulation
     packed = np.empty(plan.packed_size, dtype=accumulation)
-    non_finite = _kernels.pack_weights(arrays, run.scalars, plan, packed, threads)
+    non_finite = _kernels.pack_weights(arrays, run.scalars, plan, packed, threads, finite)
     if non_finite:
         bad = np.argwhere(~np.isfinite(arrays.w))
         if len(bad) > MAX_NON_FINITE_WEIGHTS or not np.isfinite(arrays.x).all():

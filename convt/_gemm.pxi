@@ -104,18 +104,21 @@ cdef inline void zero_run(acc_t* dst, Py_ssize_t count) noexcept nogil:
 
 
 cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_t origin,
-                          const char* x_row) noexcept nogil:
-    """dst[i] = x_row[origin + i] where that index is inside the last input axis,
-    else 0 (x_row: the row's index 0)."""
+                          const char* x_row, Py_ssize_t residue) noexcept nogil:
+    """dst[i] = x_row[decimation * (origin + i) + residue] where that index is inside
+    the last input axis, else 0 (x_row: the row's index 0; decimation and residue
+    1 and 0 but for Conv's strides)."""
     cdef int last = g.problem.ndim - 1
-    cdef Py_ssize_t size = g.axes[last].in_size
+    cdef Py_ssize_t decimation = g.axes[last].decimation
+    cdef Py_ssize_t size = (g.axes[last].in_size - residue + decimation - 1) // decimation
     cdef Py_ssize_t step = g.ops.x_strides[2 + last]
     cdef Py_ssize_t lo = min(max(0, -origin), count)
     cdef Py_ssize_t hi = max(lo, min(count, size - origin))
     zero_run(dst, lo)
     if hi > lo:
-        load_run(&g.storage, dst + lo, element(x_row, (origin + lo) * step, g.storage.type),
-                 step, hi - lo)
+        load_run(&g.storage, dst + lo,
+                 element(x_row, (decimation * (origin + lo) + residue) * step, g.storage.type),
+                 decimation * step, hi - lo)
     zero_run(dst + hi, count - hi)
 
 
@@ -124,10 +127,12 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                       const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
     """Copy the input a tile reads, once, into a zero-padded buffer.
 
-    Buffer axes: each leading axis spans its taps (span + 1 planes), axis
-    ndim - 2 the tile's rows and their taps (buffer_rows), the last axis a row
-    of row_stride (columns plus taps); then per input channel.  Tap j of
-    product column q is buffer[q + buffer_offsets[j]].
+    Buffer axes: per input channel, one plane per decimated input residue
+    (Conv's strides; one plane otherwise), then each leading axis spans its
+    taps (span + 1 planes), axis ndim - 2 the tile's rows and their taps
+    (buffer_rows), the last axis a row of row_stride (columns plus taps).
+    Tap j of product column q is buffer[q + buffer_offsets[j]].  Grid
+    coordinates u read input index ``decimation * u + residue`` per axis.
     """
     cdef int last = g.problem.ndim - 1
     cdef int storage = g.storage.type
@@ -135,18 +140,24 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef Py_ssize_t plane_size = stack.buffer_rows * row_stride
     cdef Py_ssize_t x_origin = tile.x - axes[last].span
     cdef Py_ssize_t y_origin = tile.y - (axes[last - 1].span if last >= 1 else 0)
+    cdef Py_ssize_t lead_planes = 1
     cdef Py_ssize_t channel, plane, rest, index, x_offset, r, row_index
+    cdef const Py_ssize_t* residues
     cdef int a
     cdef bint inside
     cdef acc_t* dst
+    for a in range(last - 1):
+        lead_planes = lead_planes * (axes[a].span + 1)
     for channel in range(c_begin, c_end):
         for plane in range(stack.buffer_planes):
             dst = buffer + (channel - c_begin) * stack.buffer_channel + plane * plane_size
+            residues = g.residues + (stack.residue_start + plane // lead_planes) * g.problem.ndim
             x_offset = channel * g.ops.x_strides[1]
             inside = True
-            rest = plane
+            rest = plane % lead_planes
             for a in range(last - 2, -1, -1):
                 index = lead[a] - axes[a].span + rest % (axes[a].span + 1)
+                index = index * g.axes[a].decimation + residues[a]
                 rest = rest // (axes[a].span + 1)
                 if index < 0 or index >= g.axes[a].in_size:
                     inside = False
@@ -156,13 +167,15 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                 memset(dst, 0, plane_size * sizeof(acc_t))
                 continue
             for r in range(stack.buffer_rows):
-                row_index = y_origin + r
-                if last >= 1 and (row_index < 0 or row_index >= g.axes[last - 1].in_size):
-                    memset(dst + r * row_stride, 0, row_stride * sizeof(acc_t))
-                    continue
+                if last >= 1:
+                    row_index = (y_origin + r) * g.axes[last - 1].decimation + residues[last - 1]
+                    if row_index < 0 or row_index >= g.axes[last - 1].in_size:
+                        memset(dst + r * row_stride, 0, row_stride * sizeof(acc_t))
+                        continue
                 fill_run(g, dst + r * row_stride, row_stride, x_origin,
                          element(x_image, x_offset + (row_index * g.ops.x_strides[1 + last]
-                                                      if last >= 1 else 0), storage))
+                                                      if last >= 1 else 0), storage),
+                         residues[last])
     # the last panel of the last channel may read up to one panel past the data
     memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
@@ -177,6 +190,7 @@ cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image
     cdef int ndim = g.problem.ndim
     cdef int last = ndim - 1
     cdef const Py_ssize_t* offsets = g.tap_offsets + stack.tap_start * ndim
+    cdef const Py_ssize_t* residues = g.tap_residues + stack.tap_start * ndim
     cdef Py_ssize_t channel, j, index, x_offset, r
     cdef int a
     cdef bint inside
@@ -191,14 +205,16 @@ cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image
                 x_offset = channel * g.ops.x_strides[1]
                 inside = True
                 for a in range(last):
-                    index = lead[a] + offsets[j * ndim + a]
+                    index = ((lead[a] + offsets[j * ndim + a]) * g.axes[a].decimation
+                             + residues[j * ndim + a])
                     if index < 0 or index >= g.axes[a].in_size:
                         inside = False
                         break
                     x_offset = x_offset + index * g.ops.x_strides[2 + a]
                 if inside:
                     fill_run(g, dst, tile.cols, tile.x + offsets[j * ndim + last],
-                             element(x_image, x_offset, g.storage.type))
+                             element(x_image, x_offset, g.storage.type),
+                             residues[j * ndim + last])
                 else:
                     memset(dst, 0, tile.cols * sizeof(acc_t))
     if not g.layout.blas:
@@ -521,6 +537,8 @@ cdef class GemmEngine:
         self.g.stacks = <const GemmStack*>data_of(plan.stacks)
         self.g.stack_axes = <const StackAxis*>data_of(plan.stack_axes)
         self.g.tap_offsets = <const Py_ssize_t*>data_of(plan.tap_offsets)
+        self.g.tap_residues = <const Py_ssize_t*>data_of(plan.tap_residues)
+        self.g.residues = <const Py_ssize_t*>data_of(plan.residues)
         self.g.buffer_offsets = <const Py_ssize_t*>data_of(plan.buffer_offsets)
         self.g.phases = <const PhaseAxis*>data_of(plan.phases)
         self.g.items = <const WorkItem*>data_of(plan.items)

@@ -146,7 +146,7 @@ cdef struct Kernels:
 # Plan records (convt/src/records.h; mirrored by the dtypes of convt/_records.py).
 cdef extern from "records.h" nogil:
     ctypedef struct Axis "convt_axis":
-        Py_ssize_t in_size, out_size, stride
+        Py_ssize_t in_size, out_size, stride, decimation
     ctypedef struct Problem "convt_problem":
         Py_ssize_t ndim, storage, batch, groups, cg, mg, out_channels
     ctypedef struct GemmStack "convt_gemm_stack":
@@ -154,8 +154,8 @@ cdef extern from "records.h" nogil:
         Py_ssize_t phase_start, weight_start, group_size, kernel_start, table_start
         Py_ssize_t identity, blocks, block_start, panel, tile_rows, tile_cols, row_tiles
         Py_ssize_t col_tiles, row_stride, buffer_rows, buffer_planes, buffer_channel
-        Py_ssize_t offset_start, gather, row_groups, group_blocks, siblings, interleave
-        Py_ssize_t exact, store_direct, partner
+        Py_ssize_t offset_start, gather, residue_start, row_groups, group_blocks, siblings
+        Py_ssize_t interleave, exact, store_direct, partner
     ctypedef struct StackAxis "convt_stack_axis":
         Py_ssize_t first, extent, span
     ctypedef struct PhaseAxis "convt_phase_axis":
@@ -216,6 +216,8 @@ cdef struct Gemm:
     const GemmStack* stacks
     const StackAxis* stack_axes        # [stack][axis]
     const Py_ssize_t* tap_offsets      # [tap row][axis]
+    const Py_ssize_t* tap_residues     # [tap row][axis]: decimated input plane (Conv)
+    const Py_ssize_t* residues         # [window plane][axis]: its input residues (Conv)
     const Py_ssize_t* buffer_offsets
     const PhaseAxis* phases            # [stacked phase][axis]
     const WorkItem* items

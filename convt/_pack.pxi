@@ -109,12 +109,13 @@ cdef void pack_task_f64(void* packing, Py_ssize_t task, int slot) noexcept nogil
     pack_task(p, task, <double*>p.packed)
 
 
-def pack_weights(arrays, problem, plan, packed, int num_threads):
+def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=True):
     """Pack the weights ``arrays.w`` of every stack of a GEMM plan into ``packed``
     (plan.packed_size elements of the accumulation type), one task per stack,
     group and input channel: it reads that channel's weights, one contiguous
-    region, and writes runs of whole row blocks.  Return how many non-finite
-    weights were packed as 0 (see zero_non_finite)."""
+    region, and writes runs of whole row blocks.  With ``finite`` (ConvTranspose),
+    return how many non-finite weights were packed as 0 (see zero_non_finite);
+    Conv keeps them: its zero padding is part of its definition."""
     cdef Packing p
     cdef cnp.ndarray tables = np.empty(plan.table_size, dtype=np.intp)
     cdef Py_ssize_t stack_count = plan.stacks.shape[0]
@@ -135,7 +136,9 @@ def pack_weights(arrays, problem, plan, packed, int num_threads):
         for s in range(stack_count):
             tap_table(&p, p.stacks + s)
         convt_run(task, &p, tasks, num_threads)
-        if doubles:
+        if not finite:
+            non_finite = 0
+        elif doubles:
             non_finite = zero_non_finite(<double*>p.packed, size)
         else:
             non_finite = zero_non_finite(<float*>p.packed, size)

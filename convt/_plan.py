@@ -36,13 +36,23 @@ class Phase:
 
 @dataclass(frozen=True)
 class AxisGroup:
-    """Phases of one axis whose tap offsets agree up to a shift (``u = t + shift``)."""
+    """Phases of one axis whose tap offsets agree up to a shift (``u = t + shift``).
+
+    ``residues`` (Conv only) holds each tap's input residue: the input is read
+    decimated by the stride, tap j at ``stride * (u + offsets[j]) + residues[j]``.
+    """
 
     offsets: tuple[int, ...]
     phases: tuple[Phase, ...]
     shifts: tuple[int, ...]
     first: int
     extent: int
+    residues: tuple[int, ...] = ()
+
+    @property
+    def residue_values(self):
+        """The distinct input residues the taps read, in order (ConvTranspose: 0)."""
+        return tuple(sorted(set(self.residues))) or (0,)
 
 
 def phase_tap_range(residue, count, in_size, kernel, stride, dilation, pad_begin):
@@ -157,26 +167,41 @@ def phase_tap_counts(geometry):
     )
 
 
-def reaching_kernel_size(geometry):
+def conv_reaching_taps(geometry):
+    """Per axis, the taps of a Conv that read some real input (see conv_axis_group)."""
+    return tuple(
+        max(0, min(kernel - 1, (size - 1 + pad) // dilation)
+            - max(0, -(-(pad - (out - 1) * stride) // dilation)) + 1)
+        for size, kernel, stride, dilation, pad, out in zip(
+            geometry.input_shape, geometry.kernel_shape, geometry.strides, geometry.dilations,
+            geometry.pads_begin, geometry.output_shape))
+
+
+def reaching_kernel_size(geometry, transpose=True):
     """Kernel taps that reach some output (all of them, but for huge cropped kernels)."""
+    if not transpose:
+        return math.prod(conv_reaching_taps(geometry))
     return math.prod(sum(taps for _, taps in phases) for phases in phase_tap_counts(geometry))
 
 
 @functools.lru_cache(maxsize=256)
-def performed_multiply_adds(geometry, batch, in_channels, out_channels, group):
+def performed_multiply_adds(geometry, batch, in_channels, out_channels, group, transpose=True):
     """Multiply-adds the engines perform: every (tap, output) pair of every phase
     whose tap reaches the output range, per input channel of a group and output
     channel (kernel taps that reach no output are never visited).  Counted
     without listing the taps, so it can vet a call before it is planned."""
-    pairs = math.prod(sum(count * taps for count, taps in phases)
-                      for phases in phase_tap_counts(geometry))
+    if transpose:
+        pairs = math.prod(sum(count * taps for count, taps in phases)
+                          for phases in phase_tap_counts(geometry))
+    else:
+        pairs = math.prod(geometry.output_shape) * math.prod(conv_reaching_taps(geometry))
     return batch * out_channels * (in_channels // group) * pairs
 
 
 @functools.lru_cache(maxsize=128)
-def max_stack_taps(geometry):
+def max_stack_taps(geometry, transpose=True):
     """Taps of the deepest stack: its GEMM's reduction depth per input channel."""
-    grouped = [axis_groups(phases) for phases in geometry_phases(geometry)]
+    grouped = operator_axis_groups(geometry, transpose)[0]
     return max(
         (math.prod(len(group.offsets) for group in stack) for stack in itertools.product(*grouped)),
         default=0,
@@ -190,6 +215,8 @@ class GemmPlan:
     stacks: np.ndarray          # (S,) GEMM_STACK
     stack_axes: np.ndarray      # (S, ndim) STACK_AXIS
     tap_offsets: np.ndarray     # (total taps, ndim): input offset of each tap
+    tap_residues: np.ndarray    # (total taps, ndim): input residue of each tap (Conv)
+    residues: np.ndarray        # per stack, per window plane: (planes, ndim) input residues
     buffer_offsets: np.ndarray  # (total K rows,): tap offsets inside a tile buffer
     phases: np.ndarray          # (total phases, ndim) PHASE_AXIS
     kernel_index: np.ndarray    # stack after stack, (P * J, ndim) kernel coordinates
@@ -224,12 +251,24 @@ class _TileShape:
     operand: int         # elements of the operand (buffer or gathered rows)
 
 
-def _window_tile(spans, rows, cols, chunk, taps, panel):
+@dataclass(frozen=True)
+class _Reach:
+    """What a stack's taps read around a grid position: per axis, the span of
+    their offsets; and the number of decimated input planes (Conv strides)."""
+
+    spans: tuple[int, ...]
+    residue_planes: int
+
+
+def _window_tile(reach, rows, cols, chunk, taps, panel):
     """The micro-kernels' usual tile: its input copied once into a zero-padded
     window whose rows are ``cols + span`` long; tap j of every position is then
-    a fixed offset away (no copy per tap)."""
+    a fixed offset away (no copy per tap).  A window holds, per channel, one
+    plane per decimated input residue, each made of the leading axes' span
+    planes of ``buffer_rows`` rows."""
+    spans = reach.spans
     row_stride = cols + spans[-1]
-    planes = math.prod(span + 1 for span in spans[:-2])
+    planes = reach.residue_planes * math.prod(span + 1 for span in spans[:-2])
     buffer_rows = rows + (spans[-2] if len(spans) >= 2 else 0)
     buffer_channel = planes * buffer_rows * row_stride
     columns = _round_up((rows - 1) * row_stride + cols, panel)
@@ -272,7 +311,7 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
     return shape_of(-(-grid_rows // row_tiles), cols)
 
 
-def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
+def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
     """A window tile when one fits the budget and is no larger than gathering the
     taps (always, for ordinary kernels), else a gathered tile."""
     def gathered(rows, cols):
@@ -282,7 +321,7 @@ def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
         return _choose_rows_cols(extents, gathered, budget, blocking.min_tile)
 
     def window(rows, cols):
-        return _window_tile(spans, rows, cols, chunk, taps, panel)
+        return _window_tile(reach, rows, cols, chunk, taps, panel)
 
     tile = _choose_rows_cols(extents, window, budget, panel)
     if tile.operand <= budget and tile.operand <= gathered(tile.rows, tile.cols).operand:
@@ -290,7 +329,7 @@ def _choose_tile(extents, spans, chunk, taps, panel, budget, blocking):
     return _choose_rows_cols(extents, gathered, budget, panel)
 
 
-def _split_rows(tile, extents, spans, chunk, taps, min_items, blocking):
+def _split_rows(tile, extents, reach, chunk, taps, min_items, blocking):
     """The tile cut into more row tiles when a stack has fewer than ``min_items``
     tiles (small layers), down to ``blocking.min_split_rows`` rows per tile, so
     that every thread gets work."""
@@ -303,32 +342,51 @@ def _split_rows(tile, extents, spans, chunk, taps, min_items, blocking):
     wanted = min(-(-min_items // (lead * col_tiles)), grid_rows // blocking.min_split_rows)
     if wanted <= row_tiles:
         return tile
-    return _resized(tile, -(-grid_rows // wanted), tile.cols, spans, chunk, taps, blocking)
+    return _resized(tile, -(-grid_rows // wanted), tile.cols, reach, chunk, taps, blocking)
 
 
-def _resized(tile, rows, cols, spans, chunk, taps, blocking):
+def _resized(tile, rows, cols, reach, chunk, taps, blocking):
     """The same kind of tile (window or gathered) with other rows and columns."""
     if tile.gather:
         return _gathered_tile(rows, cols, chunk, taps, blocking.nr)
-    return _window_tile(spans, rows, cols, chunk, taps, blocking.nr)
+    return _window_tile(reach, rows, cols, chunk, taps, blocking.nr)
 
 
-def _buffer_offsets(stack, spans, tile, chunk):
+def _buffer_offsets(stack, reach, tile, chunk):
     """Offset of each (channel, tap) row inside a tile's operand (taps in C order)."""
     if tile.gather:
         taps = math.prod(len(group.offsets) for group in stack)
         return [row * tile.columns for row in range(chunk * taps)]
     ndim = len(stack)
+    spans = reach.spans
     dims = [span + 1 for span in spans[:-2]]
     if ndim >= 2:
         dims.append(tile.buffer_rows)
     dims.append(tile.row_stride)
     strides = [math.prod(dims[a + 1:]) for a in range(ndim)]
+    plane_size = math.prod(dims)  # one decimated input residue of a channel
     taps = [
-        sum((span + offset) * stride for span, offset, stride in zip(spans, choice, strides))
-        for choice in itertools.product(*(group.offsets for group in stack))
+        _residue_plane(stack, choice) * plane_size
+        + sum((span + group.offsets[j]) * stride
+              for span, group, j, stride in zip(spans, stack, choice, strides))
+        for choice in itertools.product(*(range(len(group.offsets)) for group in stack))
     ]
     return [c * tile.buffer_channel + tap for c in range(chunk) for tap in taps]
+
+
+def _residue_plane(stack, choice):
+    """The window plane of a tap (a choice of one tap per axis): the mixed-radix
+    index of its input residues among each axis's residue values."""
+    plane = 0
+    for group, j in zip(stack, choice):
+        values = group.residue_values
+        plane = plane * len(values) + values.index(group.residues[j] if group.residues else 0)
+    return plane
+
+
+def _reach(stack):
+    return _Reach(tuple(-min(group.offsets) for group in stack),
+                  math.prod(len(group.residue_values) for group in stack))
 
 
 def _block_starts(rows, segment_rows, segment_blocks, unit):
@@ -364,19 +422,19 @@ def _residue_pairs(stacks, strides, blocking):
 
 
 def _stack_tile(stack, cg, min_items, blocking, rows=None):
-    """Taps, K chunk, extents, spans and tile of a stack (``rows``: forced tile rows)."""
+    """Taps, K chunk, extents, reach and tile of a stack (``rows``: forced tile rows)."""
     taps = math.prod(len(group.offsets) for group in stack)
     chunk = max(1, min(cg, blocking.max_depth // taps))
     extents = [group.extent for group in stack]
-    spans = [-min(group.offsets) for group in stack]
+    reach = _reach(stack)
     panel = blocking.nr
-    tile = _choose_tile(extents, spans, chunk, taps, panel,
+    tile = _choose_tile(extents, reach, chunk, taps, panel,
                         blocking.operand_bytes // blocking.itemsize, blocking)
     if rows is None:
-        tile = _split_rows(tile, extents, spans, chunk, taps, min_items, blocking)
+        tile = _split_rows(tile, extents, reach, chunk, taps, min_items, blocking)
     else:
-        tile = _resized(tile, rows, extents[-1], spans, chunk, taps, blocking)
-    return taps, chunk, extents, spans, tile
+        tile = _resized(tile, rows, extents[-1], reach, chunk, taps, blocking)
+    return taps, chunk, extents, reach, tile
 
 
 def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
@@ -408,28 +466,68 @@ def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
     )
 
 
+def conv_axis_group(in_size, kernel, stride, dilation, pad_begin, out_size):
+    """The one phase of an axis of a Conv, as an AxisGroup.
+
+    Output o reads input ``o * stride + k * dilation - pad_begin``, that is
+    ``stride * (o + offset) + residue`` with ``(offset, residue) = divmod(k *
+    dilation - pad_begin, stride)``: a stride-1 correlation over the input
+    decimated by the stride, one plane per residue.  Taps that read only
+    padding for every output contribute zeros and are left out (found by
+    arithmetic, for any kernel length); the grid shift is the largest offset,
+    so that the pattern's offsets are <= 0 as the tile buffers expect.
+    """
+    low = max(0, -(-(pad_begin - (out_size - 1) * stride) // dilation))
+    high = min(kernel - 1, (in_size - 1 + pad_begin) // dilation)
+    taps = tuple((k,) + divmod(k * dilation - pad_begin, stride) for k in range(low, high + 1))
+    if not taps:
+        return None
+    shift = max(offset for _, offset, _ in taps)
+    phase = Phase(0, out_size, tuple((k, offset) for k, offset, _ in taps))
+    return AxisGroup(offsets=tuple(offset - shift for _, offset, _ in taps), phases=(phase,),
+                     shifts=(shift,), first=shift, extent=out_size,
+                     residues=tuple(residue for _, _, residue in taps))
+
+
+def operator_axis_groups(geometry, transpose):
+    """Per axis, the groups of phases of the operator (ConvTranspose or Conv), and
+    whether some outputs get no tap (prefilled with the bias)."""
+    if transpose:
+        per_axis = geometry_phases(geometry)
+        return ([axis_groups(phases) for phases in per_axis],
+                any(not phase.taps for phases in per_axis for phase in phases))
+    groups = [conv_axis_group(*axis) for axis in zip(
+        geometry.input_shape, geometry.kernel_shape, geometry.strides, geometry.dilations,
+        geometry.pads_begin, geometry.output_shape)]
+    if any(group is None for group in groups):
+        return [[] for _ in groups], True  # every tap reads only padding: bias only
+    return [[group] for group in groups], False
+
+
 @functools.lru_cache(maxsize=128)
-def gemm_plan(geometry, batch, cg, mg, groups, blocking):
+def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
     """Plan the GEMM engine for ``batch`` images of ``groups`` groups.
 
     ``blocking`` (convt._dispatch.Blocking) holds the micro-kernel's block shape
     (MR rows x NR positions; 0 means one block of all rows and one im2col
     panel per tile: the BLAS backend), the accumulation item size and which
-    kernel families the set has.
+    kernel families the set has.  ``transpose``: ConvTranspose (else Conv,
+    whose outputs form one phase per axis, read from the input decimated by
+    the strides).
     """
-    per_axis = geometry_phases(geometry)
-    grouped = [axis_groups(phases) for phases in per_axis]
-    needs_fill = any(not phase.taps for phases in per_axis for phase in phases)
+    grouped, needs_fill = operator_axis_groups(geometry, transpose)
     ndim = geometry.ndim
+    out_strides = geometry.strides if transpose else (1,) * ndim
     row_block, panel = blocking.mr, blocking.nr
     stacks = list(itertools.product(*grouped))
     min_items = -(-blocking.min_work_items // max(1, batch * groups * len(stacks)))
     stack_rows, axes_rows, offset_rows, buffer_rows, phase_rows = [], [], [], [], []
+    residue_rows, tap_residue_rows = [], []
     kernel_index, item_counts, block_rows = [], [], []
     packed = operand = product = depth_max = tables = kernel_rows = 0
     # residue pairs run in one item: same tile rows, whole grid rows in one tile
     partner, forced_rows = {}, {}
-    for a, b in _residue_pairs(stacks, geometry.strides, blocking).items():
+    for a, b in _residue_pairs(stacks, out_strides, blocking).items():
         tile_a = _stack_tile(stacks[a], cg, min_items, blocking)[-1]
         tile_b = _stack_tile(stacks[b], cg, min_items, blocking)[-1]
         if tile_a.cols == stacks[a][-1].extent and tile_b.cols == stacks[b][-1].extent:
@@ -441,13 +539,13 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking):
         phase_count = math.prod(len(group.phases) for group in stack)
         rows = phase_count * mg
         block = row_block or rows
-        taps, chunk, extents, spans, tile = _stack_tile(stack, cg, min_items, blocking,
+        taps, chunk, extents, reach, tile = _stack_tile(stack, cg, min_items, blocking,
                                                         forced_rows.get(index))
         depth_max = max(depth_max, chunk * taps)
         row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
-        exact = _exact_pairs(stack, geometry.strides[-1], tile, col_tiles, mg, blocking)
+        exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, blocking)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs
             segment_rows, unit = 2 * mg, 2
@@ -477,6 +575,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking):
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
             and tuple(extents) == geometry.input_shape
+            and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
         )
         item_count = 0 if index in partner_of else tiles * row_groups
         stack_rows.append(dict(
@@ -488,19 +587,25 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking):
             tile_rows=tile.rows, tile_cols=tile.cols, row_tiles=row_tiles,
             col_tiles=col_tiles, row_stride=tile.row_stride, buffer_rows=tile.buffer_rows,
             buffer_planes=tile.buffer_planes, buffer_channel=tile.buffer_channel,
-            offset_start=len(buffer_rows), gather=int(tile.gather), row_groups=row_groups,
+            offset_start=len(buffer_rows), gather=int(tile.gather),
+            residue_start=len(residue_rows) // ndim, row_groups=row_groups,
             group_blocks=group_blocks,
             siblings=len(stack[-1].phases),
-            interleave=int(1 < geometry.strides[-1] == len(stack[-1].phases) <= 16),
+            interleave=int(1 < out_strides[-1] == len(stack[-1].phases) <= 16),
             exact=int(exact), store_direct=int(store_direct),
             partner=partner.get(index, -1),
         ))
         block_rows.extend(starts)
-        axes_rows.extend((group.first, group.extent, span) for group, span in zip(stack, spans))
+        axes_rows.extend((group.first, group.extent, span)
+                         for group, span in zip(stack, reach.spans))
         for choice in itertools.product(*(range(len(group.offsets)) for group in stack)):
             offset_rows.append([group.offsets[j] for group, j in zip(stack, choice)])
+            tap_residue_rows.append([group.residues[j] if group.residues else 0
+                                     for group, j in zip(stack, choice)])
+        for residues in itertools.product(*(group.residue_values for group in stack)):
+            residue_rows.extend(residues)
         if panel:
-            buffer_rows.extend(_buffer_offsets(stack, spans, tile, chunk))
+            buffer_rows.extend(_buffer_offsets(stack, reach, tile, chunk))
         for phase_choice in itertools.product(*(range(len(group.phases)) for group in stack)):
             phase_rows.extend(
                 (group.phases[p].residue, group.shifts[p], group.phases[p].count)
@@ -540,6 +645,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking):
                                               for row in stack_rows]),
         stack_axes=_records.records(_records.STACK_AXIS, axes_rows, (len(stacks), ndim)),
         tap_offsets=_records.frozen(np.reshape(offset_rows, (-1, ndim))),
+        tap_residues=_records.frozen(np.reshape(tap_residue_rows, (-1, ndim))),
+        residues=_records.frozen(np.reshape(residue_rows or [0] * ndim, (-1, ndim))),
         buffer_offsets=_records.frozen(buffer_rows or [0]),
         phases=_records.records(_records.PHASE_AXIS, phase_rows, (-1, ndim)),
         kernel_index=_records.frozen(np.reshape(kernel_index, (-1, ndim))),

@@ -17,8 +17,10 @@ def _record(*fields):
     return np.dtype([(name, np.intp) for name in fields])
 
 
-# One spatial axis of a problem.
-AXIS = _record("in_size", "out_size", "stride")
+# One spatial axis of a problem: sizes, the output stride (ConvTranspose's
+# stride; 1 for Conv) and the input decimation (Conv's stride; 1 for
+# ConvTranspose).
+AXIS = _record("in_size", "out_size", "stride", "decimation")
 
 # The scalars of a problem: storage type, batch, groups, channels per group.
 PROBLEM = _record("ndim", "storage", "batch", "groups", "cg", "mg", "out_channels")
@@ -53,6 +55,7 @@ GEMM_STACK = _record(
     "buffer_channel",  # buffer elements per input channel
     "offset_start",    # first entry of this stack in buffer_offsets
     "gather",          # 1: the tile is gathered tap by tap (im2col) instead of copied once
+    "residue_start",   # first row of this stack's window planes in residues (Conv)
     "row_groups",      # groups the row blocks of a tile are split into
     "group_blocks",    # row blocks per group
     "siblings",        # stacked phases of the last axis (adjacent rows)

@@ -12,15 +12,15 @@
 
 #include <stddef.h>
 
-#define CONVT_AXIS(X) X(in_size) X(out_size) X(stride)
+#define CONVT_AXIS(X) X(in_size) X(out_size) X(stride) X(decimation)
 #define CONVT_PROBLEM(X) X(ndim) X(storage) X(batch) X(groups) X(cg) X(mg) X(out_channels)
 #define CONVT_GEMM_STACK(X)                                                               \
     X(taps) X(phases) X(rows) X(items) X(columns) X(chunk) X(sum_block) X(tap_start)      \
     X(phase_start) X(weight_start) X(group_size) X(kernel_start) X(table_start)           \
     X(identity) X(blocks) X(block_start) X(panel) X(tile_rows) X(tile_cols) X(row_tiles)  \
     X(col_tiles) X(row_stride) X(buffer_rows) X(buffer_planes) X(buffer_channel)          \
-    X(offset_start) X(gather) X(row_groups) X(group_blocks) X(siblings) X(interleave)     \
-    X(exact) X(store_direct) X(partner)
+    X(offset_start) X(gather) X(residue_start) X(row_groups) X(group_blocks) X(siblings)  \
+    X(interleave) X(exact) X(store_direct) X(partner)
 #define CONVT_STACK_AXIS(X) X(first) X(extent) X(span)
 #define CONVT_PHASE_AXIS(X) X(residue) X(shift) X(count)
 #define CONVT_WORK_ITEM(X) X(image) X(group) X(stack) X(tile)
