@@ -3,7 +3,9 @@
 # where a GEMM would degenerate.  Every (input channel, leading-axis tap) pair
 # whose input row exists is a source; sources are summed, in batches, into
 # each last-axis stride phase of the row by the kernel set's row kernel, then
-# the phases are written out (interleaved for stride 2).
+# the phases are written out (interleaved for stride 2).  For Conv the row has
+# one phase, and its last-axis entries are the input residues of a strided
+# row: each source holds one decimated sub-row per residue.
 
 
 cdef struct Direct:
@@ -15,14 +17,16 @@ cdef struct Direct:
     const Py_ssize_t* tap_count        # [ndim][max_stride]
     const Py_ssize_t* tap_kernel       # [ndim][max_stride][max_taps]
     const Py_ssize_t* tap_offset       # [ndim][max_stride][max_taps]
+    const Py_ssize_t* tap_residue      # [ndim][max_stride][max_taps] (Conv)
 
 
 # One thread's scratch, carved from its workspace (see convt._plan.direct_plan).
 cdef struct DirectScratch:
     void* rows                         # accumulation type: [stride][phase_length] phase sums
-    void* x_rows                       # [max_sources][in_size[-1]]: converted input rows
+    void* x_rows                       # [max_sources][x_row]: converted input rows
     void* weights                      # [max_sources][max_taps]: one phase's weights
     void** sources                     # [max_sources] input rows of the batch
+    void** group_sources               # [max_sources] their sub-rows of one residue (Conv)
     Py_ssize_t* w_offsets              # [max_sources] their kernel rows in w
     Py_ssize_t* out_index              # [ndim]
     Py_ssize_t* tap                    # [ndim]
@@ -31,6 +35,53 @@ cdef struct DirectScratch:
 cdef inline Py_ssize_t phase_count(const Axis* axis, Py_ssize_t residue) noexcept nogil:
     """Outputs residue + t * stride of an axis."""
     return (axis.out_size - residue + axis.stride - 1) // axis.stride
+
+
+cdef inline void gather_entry_weights(const Direct* d, const DirectScratch* scratch,
+                                     Py_ssize_t table, Py_ssize_t taps, Py_ssize_t count,
+                                     acc_t* weights) noexcept nogil:
+    """weights[s * taps + j] = the weight of last-axis tap j of entry ``table`` for source s."""
+    cdef int last = d.problem.ndim - 1
+    cdef Py_ssize_t s, j
+    for s in range(count):
+        for j in range(taps):
+            weights[s * taps + j] = <acc_t>convt_load_double(
+                d.ops.w, scratch.w_offsets[s] + d.tap_kernel[table + j] * d.ops.w_strides[3 + last],
+                d.storage.type)
+
+
+cdef void flush_conv_sources(const Direct* d, const DirectScratch* scratch, acc_t* rows,
+                             Py_ssize_t count, bint accumulate) noexcept nogil:
+    """Conv: add the batch of ``count`` sources to the row's one phase, residue by
+    residue of the last axis (each source row holds one decimated sub-row per
+    residue when the last stride decimates)."""
+    cdef int last = d.problem.ndim - 1
+    cdef const Axis* axis = d.axes + last
+    cdef acc_t* weights = <acc_t*>scratch.weights
+    cdef const acc_t** sources = <const acc_t**>scratch.sources
+    cdef const acc_t** group_sources = <const acc_t**>scratch.group_sources
+    cdef Py_ssize_t sub_row = (axis.in_size + axis.decimation - 1) // axis.decimation
+    cdef Py_ssize_t group, table, taps, residue, s
+    for group in range(d.layout.max_stride):
+        table = (last * d.layout.max_stride + group) * d.layout.max_taps
+        taps = d.tap_count[last * d.layout.max_stride + group]
+        if taps == 0:
+            continue
+        residue = d.tap_residue[table]
+        gather_entry_weights(d, scratch, table, taps, count, weights)
+        for s in range(count):
+            group_sources[s] = sources[s] + (group * sub_row if axis.decimation > 1 else 0)
+        if acc_t is float:
+            d.storage.kernels.f32.row(count, group_sources, weights, taps, d.tap_offset + table,
+                                      (axis.in_size - residue + axis.decimation - 1)
+                                      // axis.decimation, axis.out_size, rows, accumulate)
+        else:
+            d.storage.kernels.f64.row(count, group_sources, weights, taps, d.tap_offset + table,
+                                      (axis.in_size - residue + axis.decimation - 1)
+                                      // axis.decimation, axis.out_size, rows, accumulate)
+        accumulate = True
+    if not accumulate:
+        memset(rows, 0, axis.out_size * sizeof(acc_t))
 
 
 cdef void flush_sources(const Direct* d, const DirectScratch* scratch, acc_t* rows,
@@ -42,14 +93,13 @@ cdef void flush_sources(const Direct* d, const DirectScratch* scratch, acc_t* ro
     cdef acc_t* weights = <acc_t*>scratch.weights
     cdef const acc_t** sources = <const acc_t**>scratch.sources
     cdef Py_ssize_t table, taps, residue, s, j
+    if not d.layout.transpose:
+        flush_conv_sources(d, scratch, rows, count, accumulate)
+        return
     for residue in range(min(axis.stride, axis.out_size)):
         table = (last * d.layout.max_stride + residue) * d.layout.max_taps
         taps = d.tap_count[last * d.layout.max_stride + residue]
-        for s in range(count):
-            for j in range(taps):
-                weights[s * taps + j] = <acc_t>convt_load_double(
-                    d.ops.w, scratch.w_offsets[s] + d.tap_kernel[table + j] * d.ops.w_strides[3 + last],
-                    d.storage.type)
+        gather_entry_weights(d, scratch, table, taps, count, weights)
         if acc_t is float:
             d.storage.kernels.f32.row(count, sources, weights, taps, d.tap_offset + table,
                                       axis.in_size, phase_count(axis, residue),
@@ -102,24 +152,48 @@ cdef bint add_source(const Direct* d, const DirectScratch* scratch, acc_t* x_row
                                 + (channel - group * d.problem.cg) * d.ops.w_strides[1]
                                 + m_local * d.ops.w_strides[2])
     cdef Py_ssize_t residue, entry, index
-    cdef Py_ssize_t in_last = d.axes[last].in_size
+    cdef const Axis* axis = d.axes + last
+    cdef Py_ssize_t step = d.ops.x_strides[2 + last]
+    cdef acc_t* row = x_rows + batch * d.layout.x_row
     cdef int a
     for a in range(last):
         residue = scratch.out_index[a] % d.axes[a].stride
         entry = (a * d.layout.max_stride + residue) * d.layout.max_taps + scratch.tap[a]
-        index = scratch.out_index[a] // d.axes[a].stride + d.tap_offset[entry]
+        # ConvTranspose: decimation 1, residue 0; Conv: output stride 1
+        index = ((scratch.out_index[a] // d.axes[a].stride + d.tap_offset[entry])
+                 * d.axes[a].decimation + d.tap_residue[entry])
         if index < 0 or index >= d.axes[a].in_size:
             return False
         x_offset = x_offset + index * d.ops.x_strides[2 + a]
         w_offset = w_offset + d.tap_kernel[entry] * d.ops.w_strides[3 + a]
-    if is_accumulation(storage, x_rows) and d.ops.x_strides[2 + last] == 1:
+    scratch.w_offsets[batch] = w_offset
+    if axis.decimation > 1:
+        load_decimated_row(d, row, element(d.ops.x, x_offset, storage))
+        scratch.sources[batch] = <void*>row
+    elif is_accumulation(storage, x_rows) and step == 1:
         scratch.sources[batch] = <void*>element(d.ops.x, x_offset, storage)
     else:
-        load_run(&d.storage, x_rows + batch * in_last, element(d.ops.x, x_offset, storage),
-                 d.ops.x_strides[2 + last], in_last)
-        scratch.sources[batch] = <void*>(x_rows + batch * in_last)
-    scratch.w_offsets[batch] = w_offset
+        load_run(&d.storage, row, element(d.ops.x, x_offset, storage), step, axis.in_size)
+        scratch.sources[batch] = <void*>row
     return True
+
+
+cdef void load_decimated_row(const Direct* d, acc_t* row, const char* x_row) noexcept nogil:
+    """Conv with a last-axis stride: one sub-row per input residue its taps read,
+    row[group * sub_row + u] = x_row[decimation * u + residue(group)]."""
+    cdef int last = d.problem.ndim - 1
+    cdef const Axis* axis = d.axes + last
+    cdef Py_ssize_t step = d.ops.x_strides[2 + last]
+    cdef Py_ssize_t sub_row = (axis.in_size + axis.decimation - 1) // axis.decimation
+    cdef Py_ssize_t group, residue, table
+    for group in range(d.layout.max_stride):
+        table = (last * d.layout.max_stride + group) * d.layout.max_taps
+        if d.tap_count[last * d.layout.max_stride + group] == 0:
+            continue
+        residue = d.tap_residue[table]
+        load_run(&d.storage, row + group * sub_row,
+                 element(x_row, residue * step, d.storage.type), axis.decimation * step,
+                 (axis.in_size - residue + axis.decimation - 1) // axis.decimation)
 
 
 cdef bint next_taps(const Direct* d, const DirectScratch* scratch) noexcept nogil:
@@ -189,6 +263,7 @@ cdef void direct_row_in(const Direct* d, Py_ssize_t row, acc_t* floats,
     scratch.tap = ints + d.problem.ndim
     scratch.w_offsets = ints + 2 * d.problem.ndim
     scratch.sources = <void**>(ints + 2 * d.problem.ndim + d.layout.max_sources)
+    scratch.group_sources = <void**>(ints + 2 * d.problem.ndim + 2 * d.layout.max_sources)
     direct_row(d, row, &scratch, floats)
 
 
@@ -243,6 +318,7 @@ cdef class DirectEngine:
         self.d.tap_count = <const Py_ssize_t*>data_of(plan.tap_count)
         self.d.tap_kernel = <const Py_ssize_t*>data_of(plan.tap_kernel)
         self.d.tap_offset = <const Py_ssize_t*>data_of(plan.tap_offset)
+        self.d.tap_residue = <const Py_ssize_t*>data_of(plan.tap_residue)
         self.doubles = decision.accumulation.itemsize == 8
 
     def run(self, arrays, workspace, scratch, int num_threads):

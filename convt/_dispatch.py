@@ -314,8 +314,6 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         engine, why = choose_engine(problem)
     else:
         why = "engine forced by the caller"
-    if engine == "direct" and not problem.transpose:
-        engine, why = "gemm", why + "; Conv runs on the GEMM engine"
     reasons.append(f"engine {engine}: {why}")
     name, why = _choose_kernel_set(problem, engine, kernel_set, environ)
     if engine == "direct" and name == "blas":

@@ -116,7 +116,8 @@ def plan_for(problem, decision):
                          decision.blocking, problem.transpose)
     interleave = problem.y_rows_contiguous and problem.dtype == decision.accumulation
     return direct_plan(geometry, problem.batch, problem.out_channels,
-                       _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores)
+                       _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores,
+                       problem.transpose)
 
 
 def work_items(plan):
@@ -219,12 +220,18 @@ def compute_conv(x, w, b, y, geometry, group, num_threads, engine=None, backend=
     problem = problem_of(x, w, y, geometry, group, transpose=False)
     _dispatch.check_work(problem.multiply_adds())
     run = execution(problem, engine, backend, **overrides)
+    if run.decision.engine == "direct" and not np.isfinite(w).all():
+        # the direct engine skips padding; Conv multiplies its zeros by every weight
+        run = execution(problem, "gemm", backend, **overrides)
     threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
     b_acc = None if b is None else np.ascontiguousarray(b, dtype=run.decision.accumulation)
     grouped = w.reshape((group, mg, cg) + w.shape[2:]).swapaxes(1, 2)  # (G, C/G, M/G, k...)
     arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(grouped),
                       element_strides(y))
-    _run_gemm(arrays, run, threads, finite=False)
+    if run.decision.engine == "direct":
+        _run_direct(arrays, run, threads)
+    else:
+        _run_gemm(arrays, run, threads, finite=False)
     _poison_padding_taps(w, y, geometry)
     return y
 

@@ -166,8 +166,8 @@ cdef extern from "records.h" nogil:
         Py_ssize_t operand, product, per_thread, blas, pack_min_blocks, half_panels
         Py_ssize_t masked_stores, input_is_tile
     ctypedef struct DirectLayout "convt_direct_layout":
-        Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, weights
-        Py_ssize_t floats, ints, interleave, masked_stores
+        Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
+        Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose
     const char* const* convt_axis_fields
     const char* const* convt_problem_fields
     const char* const* convt_gemm_stack_fields

@@ -665,52 +665,87 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
 
 @dataclass(frozen=True)
 class DirectPlan:
-    """Tables of the direct engine, read-only."""
+    """Tables of the direct engine, read-only.  Entry e of axis a is a stride
+    phase (ConvTranspose; Conv's one phase on leading axes) or, on Conv's last
+    axis, the taps reading one input residue of the decimated row."""
 
     layout: np.ndarray          # (1,) DIRECT_LAYOUT
-    tap_count: np.ndarray       # (ndim, max phases)
-    tap_kernel: np.ndarray      # (ndim, max phases, max taps)
-    tap_offset: np.ndarray      # (ndim, max phases, max taps)
+    tap_count: np.ndarray       # (ndim, max entries)
+    tap_kernel: np.ndarray      # (ndim, max entries, max taps)
+    tap_offset: np.ndarray      # (ndim, max entries, max taps): decimated input offsets
+    tap_residue: np.ndarray     # (ndim, max entries, max taps): input residues (Conv)
+
+
+def _direct_entries(geometry, transpose):
+    """Per axis, the entries of the direct engine's tap tables: lists of
+    (k, offset, residue) taps (see DirectPlan)."""
+    if transpose:
+        return [[[(k, offset, 0) for k, offset in phase.taps] for phase in phases]
+                for phases in geometry_phases(geometry)]
+    entries = []
+    for axis, group in enumerate(operator_axis_groups(geometry, False)[0]):
+        if not group:
+            return None  # every tap reads only padding
+        phase = group[0].phases[0]
+        taps = [(k, offset, residue) for (k, offset), residue in zip(phase.taps,
+                                                                      group[0].residues)]
+        if axis < geometry.ndim - 1:
+            entries.append([taps])
+        else:
+            entries.append([[tap for tap in taps if tap[2] == value]
+                            for value in group[0].residue_values])
+    return entries
 
 
 @functools.lru_cache(maxsize=128)
-def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_stores):
+def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_stores,
+                transpose=True):
     """Plan the direct engine: per-axis tap tables, output rows, workspace layout.
 
     ``interleave``: stride-2 output rows are written with the interleaving
     store (y's last axis is contiguous and the storage is the accumulation type).
+    ``transpose``: ConvTranspose, else Conv (its last axis's entries are input
+    residues summed into one output phase; rows are read decimated).
     """
-    per_axis = geometry_phases(geometry)
     ndim = geometry.ndim
-    max_phases = max(len(phases) for phases in per_axis)
-    max_taps = max(1, max(len(phase.taps) for phases in per_axis for phase in phases))
-    count = np.zeros((ndim, max_phases), dtype=np.intp)
-    kernel = np.zeros((ndim, max_phases, max_taps), dtype=np.intp)
-    offset = np.zeros((ndim, max_phases, max_taps), dtype=np.intp)
-    for a, phases in enumerate(per_axis):
-        for phase in phases:
-            count[a, phase.residue] = len(phase.taps)
-            for j, (k, off) in enumerate(phase.taps):
-                kernel[a, phase.residue, j] = k
-                offset[a, phase.residue, j] = off
-    last = per_axis[-1]
-    phase_length = max(phase.count for phase in last)
-    row_buffers = len(last) * phase_length
-    in_last = geometry.input_shape[-1]
+    entries = _direct_entries(geometry, transpose) or [[[]] for _ in range(ndim)]
+    max_entries = max(len(axis) for axis in entries)
+    max_taps = max(1, max(len(taps) for axis in entries for taps in axis))
+    count = np.zeros((ndim, max_entries), dtype=np.intp)
+    kernel = np.zeros((ndim, max_entries, max_taps), dtype=np.intp)
+    offset = np.zeros((ndim, max_entries, max_taps), dtype=np.intp)
+    residue = np.zeros((ndim, max_entries, max_taps), dtype=np.intp)
+    for a, axis in enumerate(entries):
+        for e, taps in enumerate(axis):
+            count[a, e] = len(taps)
+            for j, tap in enumerate(taps):
+                kernel[a, e, j], offset[a, e, j], residue[a, e, j] = tap
+    out_last, in_last = geometry.output_shape[-1], geometry.input_shape[-1]
+    if transpose:
+        phase_length = max(phase.count for phase in geometry_phases(geometry)[-1])
+        row_buffers = len(entries[-1]) * phase_length
+        x_row = in_last
+    else:
+        # one output phase; each source holds one decimated sub-row per residue
+        phase_length = row_buffers = out_last
+        decimation = geometry.strides[-1]
+        x_row = len(entries[-1]) * -(-in_last // decimation) if decimation > 1 else in_last
     layout = _records.record(
         _records.DIRECT_LAYOUT,
         rows=batch * out_channels * math.prod(geometry.output_shape[:-1]),
-        max_stride=max_phases,
+        max_stride=max_entries,
         max_taps=max_taps,
         phase_length=phase_length,
         max_sources=max_sources,
         x_rows=row_buffers,
-        weights=row_buffers + max_sources * in_last,
-        floats=row_buffers + max_sources * (in_last + max_taps),
-        # out_index and tap odometer (ndim each), weight offsets, source pointers
-        ints=2 * ndim + 2 * max_sources,
+        x_row=x_row,
+        weights=row_buffers + max_sources * x_row,
+        floats=row_buffers + max_sources * (x_row + max_taps),
+        # out_index and tap odometer (ndim each), weight offsets, two source-pointer lists
+        ints=2 * ndim + 3 * max_sources,
         interleave=int(interleave),
         masked_stores=int(masked_stores),
+        transpose=int(transpose),
     )
     return DirectPlan(layout, _records.frozen(count), _records.frozen(kernel),
-                      _records.frozen(offset))
+                      _records.frozen(offset), _records.frozen(residue))

@@ -95,11 +95,13 @@ DIRECT_LAYOUT = _record(
     "phase_length",    # row buffer elements per last-axis phase
     "max_sources",     # source rows summed per row-kernel call
     "x_rows",          # offset of the converted input rows in a thread's workspace
+    "x_row",           # elements per converted input row (Conv: its decimated sub-rows)
     "weights",         # offset of one phase's gathered weights
     "floats",          # accumulation elements per thread
     "ints",            # intp elements per thread
     "interleave",      # 1: stride-2 rows are written with the interleaving store
     "masked_stores",   # 1: stride-2 even stores with the set's masked stores
+    "transpose",       # 1: ConvTranspose; 0: Conv (last-axis entries are input residues)
 )
 
 RECORDS = {

@@ -28,8 +28,8 @@
     X(operand) X(product) X(per_thread) X(blas) X(pack_min_blocks) X(half_panels)         \
     X(masked_stores) X(input_is_tile)
 #define CONVT_DIRECT_LAYOUT(X)                                                            \
-    X(rows) X(max_stride) X(max_taps) X(phase_length) X(max_sources) X(x_rows) X(weights) \
-    X(floats) X(ints) X(interleave) X(masked_stores)
+    X(rows) X(max_stride) X(max_taps) X(phase_length) X(max_sources) X(x_rows) X(x_row)   \
+    X(weights) X(floats) X(ints) X(interleave) X(masked_stores) X(transpose)
 
 #define CONVT_MEMBER(name) ptrdiff_t name;
 #define CONVT_NAME(name) #name,
