@@ -122,6 +122,43 @@ cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_
     zero_run(dst + hi, count - hi)
 
 
+cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_step,
+                                 Py_ssize_t channels, Py_ssize_t count, Py_ssize_t origin,
+                                 const char* x_row, Py_ssize_t residue) noexcept nogil:
+    """fill_run for ``channels`` consecutive channels of channels-last input at once:
+    dst[c * channel_step + i] = x_row[c, decimation * (origin + i) + residue] (or 0
+    outside the last axis).  Each position's channels are one contiguous read,
+    spread over the channels' buffer rows: reading channel by channel would load
+    every cache line of the row once per channel."""
+    cdef int last = g.problem.ndim - 1
+    cdef int storage = g.storage.type
+    cdef Py_ssize_t decimation = g.axes[last].decimation
+    cdef Py_ssize_t size = (g.axes[last].in_size - residue + decimation - 1) // decimation
+    cdef Py_ssize_t step = g.ops.x_strides[2 + last] * decimation
+    cdef Py_ssize_t lo = min(max(0, -origin), count)
+    cdef Py_ssize_t hi = max(lo, min(count, size - origin))
+    cdef Py_ssize_t c, q, done, chunk
+    cdef const char* source
+    cdef acc_t converted[256]
+    for c in range(channels):
+        zero_run(dst + c * channel_step, lo)
+        zero_run(dst + c * channel_step + hi, count - hi)
+    x_row = element(x_row, residue * g.ops.x_strides[2 + last], storage)
+    for q in range(lo, hi):
+        source = element(x_row, (origin + q) * step, storage)
+        if is_accumulation(storage, dst):
+            for c in range(channels):
+                dst[c * channel_step + q] = (<const acc_t*>source)[c]
+            continue
+        done = 0
+        while done < channels:
+            chunk = min(256, channels - done)
+            load_run(&g.storage, converted, element(source, done, storage), 1, chunk)
+            for c in range(chunk):
+                dst[(done + c) * channel_step + q] = converted[c]
+            done = done + chunk
+
+
 cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
                       const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
                       const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
@@ -133,6 +170,7 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     (buffer_rows), the last axis a row of row_stride (columns plus taps).
     Tap j of product column q is buffer[q + buffer_offsets[j]].  Grid
     coordinates u read input index ``decimation * u + residue`` per axis.
+    Channels-last input is copied position by position, all channels at once.
     """
     cdef int last = g.problem.ndim - 1
     cdef int storage = g.storage.type
@@ -140,44 +178,55 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef Py_ssize_t plane_size = stack.buffer_rows * row_stride
     cdef Py_ssize_t x_origin = tile.x - axes[last].span
     cdef Py_ssize_t y_origin = tile.y - (axes[last - 1].span if last >= 1 else 0)
+    cdef Py_ssize_t channels = c_end - c_begin
+    cdef Py_ssize_t channel_step = g.ops.x_strides[1]
+    cdef bint channels_last = channel_step == 1 and g.ops.x_strides[2 + last] != 1
     cdef Py_ssize_t lead_planes = 1
-    cdef Py_ssize_t channel, plane, rest, index, x_offset, r, row_index
+    cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index
     cdef const Py_ssize_t* residues
+    cdef const char* row
     cdef int a
     cdef bint inside
     cdef acc_t* dst
     for a in range(last - 1):
         lead_planes = lead_planes * (axes[a].span + 1)
-    for channel in range(c_begin, c_end):
-        for plane in range(stack.buffer_planes):
-            dst = buffer + (channel - c_begin) * stack.buffer_channel + plane * plane_size
-            residues = g.residues + (stack.residue_start + plane // lead_planes) * g.problem.ndim
-            x_offset = channel * g.ops.x_strides[1]
-            inside = True
-            rest = plane % lead_planes
-            for a in range(last - 2, -1, -1):
-                index = lead[a] - axes[a].span + rest % (axes[a].span + 1)
-                index = index * g.axes[a].decimation + residues[a]
-                rest = rest // (axes[a].span + 1)
-                if index < 0 or index >= g.axes[a].in_size:
-                    inside = False
-                    break
-                x_offset = x_offset + index * g.ops.x_strides[2 + a]
-            if not inside:
-                memset(dst, 0, plane_size * sizeof(acc_t))
-                continue
-            for r in range(stack.buffer_rows):
-                if last >= 1:
-                    row_index = (y_origin + r) * g.axes[last - 1].decimation + residues[last - 1]
-                    if row_index < 0 or row_index >= g.axes[last - 1].in_size:
-                        memset(dst + r * row_stride, 0, row_stride * sizeof(acc_t))
-                        continue
-                fill_run(g, dst + r * row_stride, row_stride, x_origin,
-                         element(x_image, x_offset + (row_index * g.ops.x_strides[1 + last]
-                                                      if last >= 1 else 0), storage),
-                         residues[last])
+    for plane in range(stack.buffer_planes):
+        dst = buffer + plane * plane_size
+        residues = g.residues + (stack.residue_start + plane // lead_planes) * g.problem.ndim
+        offset = c_begin * channel_step
+        inside = True
+        rest = plane % lead_planes
+        for a in range(last - 2, -1, -1):
+            index = lead[a] - axes[a].span + rest % (axes[a].span + 1)
+            index = index * g.axes[a].decimation + residues[a]
+            rest = rest // (axes[a].span + 1)
+            if index < 0 or index >= g.axes[a].in_size:
+                inside = False
+                break
+            offset = offset + index * g.ops.x_strides[2 + a]
+        for r in range(stack.buffer_rows if inside else 0):
+            row_index = 0
+            if last >= 1:
+                row_index = (y_origin + r) * g.axes[last - 1].decimation + residues[last - 1]
+                if row_index < 0 or row_index >= g.axes[last - 1].in_size:
+                    for channel in range(channels):
+                        memset(dst + channel * stack.buffer_channel + r * row_stride, 0,
+                               row_stride * sizeof(acc_t))
+                    continue
+            row = element(x_image, offset + row_index * g.ops.x_strides[1 + last], storage)
+            if channels_last:
+                fill_row_channels_last(g, dst + r * row_stride, stack.buffer_channel, channels,
+                                       row_stride, x_origin, row, residues[last])
+            else:
+                for channel in range(channels):
+                    fill_run(g, dst + channel * stack.buffer_channel + r * row_stride,
+                             row_stride, x_origin, element(row, channel * channel_step, storage),
+                             residues[last])
+        if not inside:
+            for channel in range(channels):
+                memset(dst + channel * stack.buffer_channel, 0, plane_size * sizeof(acc_t))
     # the last panel of the last channel may read up to one panel past the data
-    memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+    memset(buffer + channels * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
 
 cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,
