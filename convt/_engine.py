@@ -326,26 +326,26 @@ def add_weight_contributions(arrays, weights, problem):
     x, w, y = arrays.x, arrays.w, arrays.y
     geometry, accumulation = problem.geometry, problem.accumulation
     cg, mg = problem.cg, problem.mg
+    axes = tuple(zip(geometry.input_shape, geometry.output_shape, geometry.strides,
+                     geometry.dilations, geometry.pads_begin))
     for c, m, *taps in weights.tolist():
-        source, target = [slice(None)], [slice(None)]
-        for i_size, o_size, k, s, d, p in zip(geometry.input_shape, geometry.output_shape, taps,
-                                              geometry.strides, geometry.dilations,
-                                              geometry.pads_begin):
-            shift = k * d - p  # o = i * s + shift
-            lo = max(0, -(shift // s))
-            hi = min(i_size - 1, (o_size - 1 - shift) // s)
-            if hi < lo:
-                break
-            source.append(slice(lo, hi + 1))
-            target.append(slice(lo * s + shift, hi * s + shift + 1, s))
-        else:
-            channel = (c // cg) * mg + m
-            with np.errstate(invalid="ignore", over="ignore"):  # 0 x Inf is NaN, as defined
-                contribution = x[(slice(None), c) + tuple(source[1:])].astype(accumulation) * \
-                    accumulation.type(w[(c, m, *taps)])
-            view = y[(slice(None), channel) + tuple(target[1:])]
-            with np.errstate(invalid="ignore", over="ignore"):  # Inf - Inf is NaN, as defined
-                view[...] = (view.astype(accumulation) + contribution).astype(y.dtype)
+        # per axis, the inputs i whose output o = i * stride + k * dilation - pad exists
+        sources, targets = [], []
+        for (size, out, stride, dilation, pad), k in zip(axes, taps):
+            inputs = np.arange(size)
+            outputs = inputs * stride + (k * dilation - pad)
+            reached = (outputs >= 0) & (outputs < out)
+            sources.append(inputs[reached])
+            targets.append(outputs[reached])
+        if not all(len(source) for source in sources):
+            continue
+        channel = (c // cg) * mg + m
+        with np.errstate(invalid="ignore", over="ignore"):  # 0 x Inf and Inf - Inf: NaN
+            contribution = (x[:, c][(slice(None),) + np.ix_(*sources)].astype(accumulation)
+                            * accumulation.type(w[(c, m, *taps)]))
+            target = (slice(None),) + np.ix_(*targets)
+            y[:, channel][target] = (y[:, channel][target].astype(accumulation)
+                                     + contribution).astype(y.dtype)
 
 
 def flop_count(x_shape, w_shape):
