@@ -30,6 +30,9 @@ cdef inline void load_run(const Storage* s, acc_t* dst, const char* src, Py_ssiz
             s.kernels.f32.load[s.type](dst, src, count)
         else:
             s.kernels.f64.load[s.type](dst, src, count)
+    elif is_accumulation(s.type, dst):
+        for i in range(count):
+            dst[i] = (<const acc_t*>src)[i * step]
     else:
         for i in range(count):
             dst[i] = <acc_t>convt_load_double(src, i * step, s.type)
