@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -370,3 +371,190 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
                                         problem.multiply_adds())
     return Explanation(problem, run.decision, run.plan, threads)
+
+
+# --- Conv, the forward operator ------------------------------------------------
+#
+# TEMPORARY: compute_conv runs a Conv on the ConvTranspose engine above.  The
+# native Conv engine (input stride phases decimated into the tile buffer)
+# replaces its body; its contract is compute_conv's docstring.
+#
+# Along one axis, output o reads input o * s + k * d - pad through tap k.  The
+# taps whose k * d - pad leave the same residue r modulo s read one decimated
+# input x[r::s] at offsets q = (k * d - pad) // s, which step by d / gcd(s, d):
+# a stride-1 correlation, i.e. a stride-1 ConvTranspose with the taps reversed
+# and the weight's channel axes swapped per group.  Every output sums the
+# products of its phases; single-phase layers (every stride-1 Conv) are one
+# ConvTranspose call written straight into y.
+
+
+@dataclass(frozen=True)
+class ConvPhase:
+    """One combination of per-axis input residues of a Conv, as a stride-1 ConvTranspose:
+    ``x[..., x_slices]`` times the taps ``w[..., w_slices]`` (then reversed) under
+    ``geometry``."""
+
+    x_slices: tuple
+    w_slices: tuple
+    geometry: object
+
+
+def _axis_phases(size, outputs, kernel, stride, dilation, pad):
+    """(x slice, w slice, ConvTranspose axis numbers) of every residue of one axis
+    whose taps read at least one input position."""
+    taps = {}
+    for k in range(kernel):
+        offset, residue = divmod(k * dilation - pad, stride)
+        taps.setdefault(residue, []).append((k, offset))
+    phases = []
+    for residue, members in sorted(taps.items()):
+        length = len(range(residue, size, stride))
+        if length == 0:
+            continue
+        (first, offset), count = members[0], len(members)
+        step, spacing = (members[1][0] - first, members[1][1] - offset) if count > 1 else (1, 1)
+        # stride-1 ConvTranspose: input length, taps, dilation, pads (begin, end)
+        numbers = (length, count, spacing, (count - 1) * spacing + offset,
+                   length - outputs - offset)
+        phases.append((slice(residue, None, stride),
+                       slice(first, first + (count - 1) * step + 1, step), numbers))
+    return phases
+
+
+@functools.lru_cache(maxsize=256)
+def conv_phases(geometry):
+    """The ConvPhase list of a Conv geometry (empty when no tap reads an input)."""
+    from ._geometry import build
+
+    axes = [_axis_phases(*numbers) for numbers in zip(
+        geometry.input_shape, geometry.output_shape, geometry.kernel_shape, geometry.strides,
+        geometry.dilations, geometry.pads_begin)]
+    phases = []
+    for combination in itertools.product(*axes):
+        inputs, kernel, dilations, begin, end = zip(*(numbers for _, _, numbers in combination))
+        count = len(inputs)
+        phase_geometry = build(inputs, kernel, (1,) * count, dilations, (0,) * count, begin, end)
+        assert phase_geometry.output_shape == geometry.output_shape
+        phases.append(ConvPhase(tuple(c[0] for c in combination),
+                                tuple(c[1] for c in combination), phase_geometry))
+    return tuple(phases)
+
+
+def conv_weight_as_transposed(w, group):
+    """ConvTranspose's (C, M/group, k...) weight of a Conv weight (M, C/group, k...): the
+    channel axes swapped within each group (a view for group 1 or M == group)."""
+    out_channels, cg = w.shape[:2]
+    mg = out_channels // group
+    kernel = w.shape[2:]
+    return w.reshape(group, mg, cg, *kernel).swapaxes(1, 2).reshape(group * cg, mg, *kernel)
+
+
+def _phase_operands(x, w_transposed, phase):
+    whole = (slice(None), slice(None))
+    reverse = (slice(None, None, -1),) * len(phase.w_slices)
+    return x[whole + phase.x_slices], w_transposed[whole + phase.w_slices][whole + reverse]
+
+
+def compute_conv(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
+                 **overrides):
+    """Fill ``y`` with Conv(x, w, b) as the ONNX text defines it; arguments validated.
+
+    Parameters
+    ----------
+    x : ndarray (N, C, D1, ..., Dn)
+        Any strides (a channels-last view included); float16, bfloat16, float32
+        or float64.
+    w : ndarray (M, C/group, k1, ..., kn)
+        ONNX's Conv layout, any strides, x's dtype.
+    b : ndarray (M,) or None
+    y : ndarray (N, M, O1, ..., On)
+        A writable view of x's dtype, not overlapping x, w or b, to fill.
+    geometry : convt._geometry.Geometry
+        From :func:`convt._geometry.resolve_conv`: per spatial axis the input
+        size, kernel size, stride s, dilation d, pads_begin, pads_end (each >= 0)
+        and output size ``floor((in + begin + end - d * (k - 1) - 1) / s) + 1``;
+        output_padding is all zeros.
+    group : int
+        Input channels ``g * C/group ...`` feed output channels ``g * M/group ...``.
+    num_threads : int or None
+        Results are bitwise identical for every value.
+    engine, backend, **overrides
+        Force a ConvTranspose engine path, as in :func:`compute` (tests).
+
+    Notes
+    -----
+    ``y[n, m, o] = b[m] + sum over c, k of xp[n, c, o * s + k * d] * w[m, c', k]``,
+    with ``xp`` the input padded with ``pads_begin`` zeros before and ``pads_end``
+    after each axis: padding positions are zeros multiplied by the weights, so a
+    NaN or infinite weight makes NaN where it meets padding (0 x Inf), as the
+    text's "pixels added" and onnxruntime, the onnx reference and PyTorch
+    compute.  float64 accumulates in float64; float16 and bfloat16 accumulate
+    in float32 and are rounded once.
+    """
+    if y.size == 0:
+        return y
+    phases = conv_phases(geometry)
+    if x.shape[1] == 0 or not phases:
+        fill_with_bias(y, b)
+    else:
+        w_transposed = conv_weight_as_transposed(w, group)
+        arguments = dict(engine=engine, backend=backend, **overrides)
+        if len(phases) == 1:
+            x_phase, w_phase = _phase_operands(x, w_transposed, phases[0])
+            compute(x_phase, w_phase, b, y, phases[0].geometry, group, num_threads, **arguments)
+        else:
+            _sum_phases(x, w_transposed, b, y, phases, group, num_threads, arguments)
+    _multiply_padding(w, y, geometry)
+    return y
+
+
+def _sum_phases(x, w_transposed, b, y, phases, group, num_threads, arguments):
+    """y = the sum of every phase's ConvTranspose, in phase order (so the same for any
+    thread count), in the accumulation type: float16 and bfloat16 are rounded once."""
+    accumulation = _dispatch.accumulation_dtype(x.dtype)
+    narrow = accumulation != x.dtype
+    total = np.empty(y.shape, accumulation) if narrow else y
+    part = np.empty(y.shape, accumulation)
+    if narrow:
+        w_transposed = w_transposed.astype(accumulation)
+        b = None if b is None else b.astype(accumulation)
+    for index, phase in enumerate(phases):
+        x_phase, w_phase = _phase_operands(x, w_transposed, phase)
+        if narrow:
+            x_phase = x_phase.astype(accumulation)
+        target = total if index == 0 else part
+        compute(x_phase, w_phase, b if index == 0 else None, target, phase.geometry, group,
+                num_threads, **arguments)
+        if index:
+            with np.errstate(invalid="ignore", over="ignore"):  # Inf - Inf is NaN, as defined
+                total += part
+    if narrow:
+        with np.errstate(over="ignore"):
+            y[...] = total.astype(y.dtype)
+
+
+def _multiply_padding(w, y, geometry):
+    """NaN where a non-finite weight meets a padding position (0 x Inf and 0 x NaN are NaN).
+
+    The ConvTranspose engine adds the products of real input positions only; a
+    finite weight times a padding zero adds nothing, so only non-finite weights
+    need this.
+    """
+    pads = geometry.pads_begin + geometry.pads_end
+    if not any(pads) or np.isfinite(w).all():
+        return
+    spoilt = ~np.isfinite(w).all(axis=1)  # (M, k...): output channel and tap
+    ndim = geometry.ndim
+    for tap in np.argwhere(spoilt.any(axis=0)).tolist():
+        real = np.ones(geometry.output_shape, dtype=bool)
+        for axis, (k, size, outputs, s, d, p) in enumerate(zip(
+                tap, geometry.input_shape, geometry.output_shape, geometry.strides,
+                geometry.dilations, geometry.pads_begin)):
+            position = np.arange(outputs) * s + k * d - p
+            shape = [1] * ndim
+            shape[axis] = outputs
+            real &= ((position >= 0) & (position < size)).reshape(shape)
+        padding = ~real
+        if padding.any():
+            for channel in np.flatnonzero(spoilt[(slice(None),) + tuple(tap)]).tolist():
+                y[:, channel][..., padding] = np.nan
