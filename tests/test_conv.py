@@ -10,7 +10,7 @@ import pytest
 import _onnx_shim
 import onnx_conv_text_examples
 from _conv_helpers import assert_conv_matches_reference, run_conv_engine
-from _helpers import DTYPES, ENGINES, bfloat16
+from _helpers import DTYPES, ENGINES, bfloat16, onnx_node_cases
 from convt import Conv, ConvTranspose, conv, explain
 from convt._reference import reference_conv
 
@@ -54,8 +54,7 @@ def test_reference_reproduces_text_example(case):
 
 
 def _onnx_node_cases():
-    node = pytest.importorskip("onnx.backend.test.case.node")
-    return node.collect_testcases("Conv")
+    return onnx_node_cases("Conv")
 
 
 def test_onnx_node_cases_through_run_node():
