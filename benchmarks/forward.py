@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forward_workloads import FORWARD_WORKLOADS, MEMORY_WORKLOADS, by_name, make_inputs  # noqa: E402
+from forward_workloads import MEMORY_WORKLOADS, by_name, make_inputs  # noqa: E402
 
 ENGINES = ("convt", "torch", "onnxruntime", "openvino")
 # (engine, dtype) pairs computed in a narrower type than asked for.

@@ -246,7 +246,8 @@ class Conv(_frontend.Parameters):
                 geometry.dilations, geometry.pads_begin, geometry.pads_end))
         return ConvTranspose(
             dilations=_unless_ones(geometry.dilations), group=attributes.group,
-            output_padding=None if not any(remainders) else remainders, pads=geometry.pads_begin + geometry.pads_end,
+            output_padding=remainders if any(remainders) else None,
+            pads=geometry.pads_begin + geometry.pads_end,
             strides=geometry.strides, opset=self.opset, data_format=self.data_format,
             filter_format=CONV_TO_TRANSPOSE_FORMAT[attributes.filter_format],
             num_threads=self.num_threads)

@@ -241,7 +241,8 @@ def test_array_likes_and_odd_strides_are_read():
         (dict(strides=(1, 2), dilations=(1, 1, 1)), ValueError,
          r"Per-axis parameters of Conv must describe the same number"),
         (dict(opset=0), ValueError, r"'opset' parameter of Conv"),
-        (dict(filter_format="HWIO"), ValueError, r"'filter_format' parameter of Conv .*HWIO is 'XIO'"),
+        (dict(filter_format="HWIO"), ValueError,
+         r"'filter_format' parameter of Conv .*HWIO is 'XIO'"),
         (dict(data_format="NHWC"), ValueError, r"'data_format' parameter of Conv .*NHWC is 'NXC'"),
         (dict(num_threads=0), ValueError, r"'num_threads' parameter of Conv"),
     ],
@@ -252,8 +253,8 @@ def test_bad_parameters_name_the_parameter(params, error, pattern):
 
 
 @pytest.mark.parametrize("wrong, right", [
-    ("stride", "strides"), ("padding", "pads"), ("groups", "group"), ("kernel_size", "kernel_shape"),
-    ("dilation", "dilations"), ("autopad", "auto_pad"),
+    ("stride", "strides"), ("padding", "pads"), ("groups", "group"),
+    ("kernel_size", "kernel_shape"), ("dilation", "dilations"), ("autopad", "auto_pad"),
 ])
 def test_misspelt_keywords_get_a_suggestion(wrong, right):
     pattern = rf"Invalid parameter '{wrong}' for Conv\. Did you mean '{right}'\?"
@@ -284,7 +285,8 @@ def test_misspelt_keywords_get_a_suggestion(wrong, right):
         ((1, 3, 8, 0), (8, 3, 3, 3), {}, r"x must have non-empty spatial axes"),
         ((1, 3, 8, 8), (8, 3, 3, 0), {}, r"w must have a non-empty kernel"),
         ((1, 3, 8, 8), (8, 3, 3, 3), dict(strides=(1, 1, 1)),
-         r"per-axis parameters of Conv describe 3 spatial axes, but x of shape \(1, 3, 8, 8\) has 2"),
+         r"per-axis parameters of Conv describe 3 spatial axes, but x of shape "
+         r"\(1, 3, 8, 8\) has 2"),
         ((1, 3, 8, 8), (8, 3, 3, 3), dict(kernel_shape=(2, 2)),
          r"'kernel_shape' parameter of Conv must equal the kernel axes of w, \(3, 3\)"),
         ((1, 3, 2, 8), (8, 3, 3, 3), {}, r"kernel does not fit on spatial axis 0: x has 2 "
