@@ -403,8 +403,9 @@ def main():
     out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "forward-latest.md").write_text(text)
+    kept = [{k: v for k, v in r.items() if k != "sample"} for r in records]
     (out / "forward-latest.json").write_text(json.dumps(
-        {"threads": arguments.threads, "records": records, "memory": memory}, indent=1))
+        {"threads": arguments.threads, "records": kept, "memory": memory}, indent=1))
     print(text)
 
 
