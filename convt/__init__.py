@@ -1,4 +1,4 @@
-"""convt: exact ONNX ConvTranspose (N-D, grouped) for NumPy arrays.
+"""convt: exact ONNX ConvTranspose and Conv (N-D, grouped) for NumPy arrays.
 
 >>> import numpy as np
 >>> from convt import ConvTranspose
@@ -8,11 +8,12 @@
 (1, 2, 16, 16)
 """
 
+from ._conv import Conv, conv
 from ._estimator import ConvTranspose, conv_transpose
 
 __version__ = "0.1.0"
 
-__all__ = ["ConvTranspose", "conv_transpose", "explain", "__version__"]
+__all__ = ["Conv", "ConvTranspose", "conv", "conv_transpose", "explain", "__version__"]
 
 
 def explain(layer, x_shape, w_shape, dtype="float32"):
@@ -23,6 +24,9 @@ def explain(layer, x_shape, w_shape, dtype="float32"):
     >>> from convt import ConvTranspose, explain
     >>> explain(ConvTranspose(), (1, 1, 8), (1, 1, 2)).decision.engine
     'direct'
+    >>> from convt import Conv
+    >>> explain(Conv(strides=(2, 2)), (1, 64, 56, 56), (128, 64, 3, 3)).decision.engine
+    'gemm'
     """
     from ._engine import explain as explain_call  # loads the compiled kernels
 

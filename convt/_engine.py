@@ -417,10 +417,11 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
 
     Parameters
     ----------
-    layer : ConvTranspose
+    layer : ConvTranspose or Conv
         The estimator.
     x_shape, w_shape : tuple of int
-        Shapes of the input ``(N, C, D1, ..., Dn)`` and weight ``(C, M/group, k1, ..., kn)``.
+        Shapes of the input ``(N, C, D1, ..., Dn)`` and weight: ``(C, M/group,
+        k1, ..., kn)`` for a ConvTranspose, ``(M, C/group, k1, ..., kn)`` for a Conv.
     dtype : dtype, default float32
         The arrays' dtype.
 
@@ -446,8 +447,12 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
     group = layer._attributes().group
     dtype = np.dtype(dtype)
     out_shape = layer.output_shape_for(x_shape, w_shape)
-    problem = _dispatch.Problem(geometry, x_shape[0], x_shape[1], out_shape[1], group, dtype)
+    channel = 1 if getattr(layer, "data_format", "NCX") == "NCX" else -1
+    transpose = not getattr(layer, "_forward", False)
+    problem = _dispatch.Problem(geometry, x_shape[0], x_shape[channel], out_shape[channel],
+                                group, dtype, transpose=transpose)
     run = execution(problem)
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
                                         problem.multiply_adds())
     return Explanation(problem, run.decision, run.plan, threads)
+

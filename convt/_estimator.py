@@ -63,6 +63,7 @@ class ConvTranspose(_frontend.Parameters):
     See Also
     --------
     conv_transpose : the same operator as a function.
+    Conv : its adjoint (:meth:`adjoint` builds the exact pair).
     convt.onnx.from_node : the estimator of an ONNX node.
 
     Notes
@@ -208,6 +209,49 @@ class ConvTranspose(_frontend.Parameters):
         """
         geometry = self._geometry_for(x_shape, w_shape)
         return tuple(zip(geometry.pads_begin, geometry.pads_end))
+
+    def adjoint(self, x_shape, w_shape):
+        """The :class:`Conv` whose input gradient this ConvTranspose is, for these shapes.
+
+        With the same weight array, ``<conv_transpose(x), y> == <x, conv(y)>`` for
+        every ``x`` of shape ``x_shape`` and ``y`` of the output shape, and the Conv
+        maps that output shape back to ``x_shape``.
+
+        The rule: the Conv has the same strides, dilations, group, opset,
+        data_format and num_threads, the filter_format naming the same memory
+        layout ('IOX' -> 'OIX', 'XOI' -> 'XIO', 'OIX' -> 'IOX'), this layer's
+        resolved ``pads_begin`` and, per axis, the smallest ``pads_end >= 0``
+        that makes the Conv's output as long as ``x``: ``max(0, pads_end -
+        output_padding)`` for pads >= 0 and output_padding below the stride.
+        Resolved pads depend on the input size (SAME_*, output_shape), so the
+        pair is built for a shape.  Layers whose resolved pads are negative
+        (zero margins of the output) or whose output_padding reaches past a
+        stride have no Conv adjoint (the Conv text's pads are >= 0): a
+        ValueError says which axis.
+
+        Parameters
+        ----------
+        x_shape, w_shape : tuple of int
+            As in :meth:`output_shape_for`.
+
+        Returns
+        -------
+        Conv
+
+        Examples
+        --------
+        >>> from convt import ConvTranspose
+        >>> up = ConvTranspose(strides=2, pads=(1, 1), output_padding=(1,))
+        >>> up.adjoint((1, 4, 10), (4, 2, 3))
+        Conv(pads=(1, 0), strides=(2,))
+        >>> up.output_shape_for((1, 4, 10), (4, 2, 3))
+        (1, 2, 20)
+        >>> up.adjoint((1, 4, 10), (4, 2, 3)).output_shape_for((1, 2, 20), (4, 2, 3))
+        (1, 4, 10)
+        """
+        from ._conv import transpose_adjoint
+
+        return transpose_adjoint(self, x_shape, w_shape)
 
     def _apply(self, x, w, b=None, out=None, engine=None, backend=None, **overrides):
         attributes, x, w, b, geometry = self._prepare(x, w, b)

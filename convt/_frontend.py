@@ -137,12 +137,13 @@ class Parameters:
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
-def operands(arrays, opset=None):
+def operands(arrays, opset=None, operator="ConvTranspose"):
     """The operands (name -> array-like or None) as arrays the kernels can read,
     all of one dtype.
 
-    ``opset`` applies ONNX's per-opset dtype rule (bfloat16 from 22) before
-    convt's own dtype check, by dtype name, so it needs no ml_dtypes.
+    ``opset`` applies ONNX's per-opset dtype rule of ``operator`` (bfloat16
+    from 22) before convt's own dtype check, by dtype name, so it needs no
+    ml_dtypes.
     """
     result = {}
     for name, value in arrays.items():
@@ -151,7 +152,7 @@ def operands(arrays, opset=None):
             continue
         array = _layouts.as_array(name, value)
         if opset is not None:
-            _validation.check_opset_dtype(name, array.dtype, opset)
+            _validation.check_opset_dtype(name, array.dtype, opset, operator)
         result[name] = _arrays.as_operand(name, array)
     names = [name for name in result if result[name] is not None]
     first = result[names[0]]
@@ -181,4 +182,20 @@ def compute(x, w, b, geometry, group, num_threads, data_format="NCX", out=None,
     y = _arrays.prepare_output(out, shape, x.dtype, {"x": x, "w": w, "b": b})
     _engine.compute(x, w, b, _layouts.data_view(y, data_format), geometry, group, num_threads,
                     engine=engine, backend=backend, **overrides)
+    return y
+
+
+def compute_conv(x, w, b, geometry, group, num_threads, data_format="NCX", out=None,
+                 engine=None, backend=None, **overrides):
+    """Run the forward Conv and return the output in ``data_format``.
+
+    ``x`` is an (N, C, D...) array or view, ``w`` an (M, C/group, k...) one, ``b``
+    (M,) or None; otherwise as :func:`compute` (see convt._engine.compute_conv).
+    """
+    from . import _engine
+
+    shape = _layouts.data_shape(data_format, x.shape[0], w.shape[0], geometry.output_shape)
+    y = _arrays.prepare_output(out, shape, x.dtype, {"x": x, "w": w, "b": b})
+    _engine.compute_conv(x, w, b, _layouts.data_view(y, data_format), geometry, group,
+                         num_threads, engine=engine, backend=backend, **overrides)
     return y

@@ -35,6 +35,19 @@ ONNX ConvTranspose-1 (opsets 1 to 10), read from its text:
   reading onnx/onnx#3153 states for that wording; ConvTranspose-11 changed
   it to ``i * s``).  The odd unit follows the auto_pad attribute's own
   sentence: at the end for SAME_UPPER, at the beginning for SAME_LOWER.
+
+The forward Conv (:func:`resolve_conv`) gets the same :class:`Geometry`, read
+the other way: ``input_shape`` is x's spatial shape, ``output_shape`` is
+``floor((i + pads_begin + pads_end - d * (k - 1) - 1) / s) + 1`` and output
+``o`` reads input ``o * s + k * d - pads_begin`` through tap ``k``;
+``output_padding`` is all zeros.  Its pads (:func:`conv_pads`): explicit
+(each >= 0), VALID (zeros), or SAME_UPPER / SAME_LOWER: the total
+``max(0, (target - 1) * s + d * (k - 1) + 1 - i)`` for a target length
+``ceil(i / s)`` (Conv-11 and later) or ``i`` (Conv-1, opsets 1-10, read
+literally: "the output spatial size match the input"), the odd unit at the
+end (UPPER) or the beginning (LOWER).  The total is clamped at 0 because the
+text pads the input (pads are ">= 0"): a kernel shorter than the stride
+already gives ``ceil(i / s)`` outputs without padding.
 """
 
 from __future__ import annotations
@@ -172,12 +185,12 @@ def onnx_pads(full, inputs, strides, auto_pad, pads, output_shape, opset):
     return tuple(pads[:count]), tuple(pads[count:])
 
 
-def _check_axis_count(attributes, x_shape):
+def _check_axis_count(attributes, x_shape, owner="ConvTranspose"):
     count = len(x_shape) - 2
     given = attributes.axis_count()
     if given is not None and given != count:
         raise ValueError(
-            f"The per-axis parameters of ConvTranspose describe {given} spatial axes, but x "
+            f"The per-axis parameters of {owner} describe {given} spatial axes, but x "
             f"of shape {tuple(x_shape)} has {count} (x is (N, C, D1, ..., Dn)). Give one value "
             f"per spatial axis (two for pads)."
         )
@@ -296,3 +309,118 @@ def resolve_onednn(x_shape, w_shape, *, strides, dilations, auto_pad, pads_begin
     output_padding = per_axis(output_padding, count, 0)
     begin, end = onednn_pads(kernel, strides, dilations, auto_pad, pads_begin, pads_end)
     return build(inputs, kernel, strides, dilations, output_padding, begin, end)
+
+
+# --- Conv, the forward operator ------------------------------------------------
+
+
+def conv_output_size(size, kernel, stride, dilation, begin, end):
+    """Conv's output length on one axis: ``floor((size + begin + end - dilation * (kernel
+    - 1) - 1) / stride) + 1``; below 1 when the dilated kernel does not fit."""
+    return (size + begin + end - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv_same_pads(size, kernel, stride, dilation, auto_pad, opset):
+    """(begin, end) pads of SAME_UPPER / SAME_LOWER on one axis of a Conv.
+
+    The target output length is ``ceil(size / stride)`` from opset 11 (Conv-11's
+    text) and ``size`` before (Conv-1's "the output spatial size match the
+    input").  The total padding reaching it is clamped at 0 and split with the
+    odd unit at the end for SAME_UPPER, at the beginning for SAME_LOWER.
+
+    Examples
+    --------
+    >>> conv_same_pads(5, 3, 2, 1, "SAME_LOWER", 22)   # the text's autopad example
+    (1, 1)
+    >>> conv_same_pads(7, 2, 1, 1, "SAME_UPPER", 22), conv_same_pads(7, 2, 1, 1, "SAME_LOWER", 22)
+    ((0, 1), (1, 0))
+    >>> conv_same_pads(5, 1, 3, 1, "SAME_UPPER", 22)   # no padding needed: 2 outputs already
+    (0, 0)
+    >>> conv_same_pads(7, 3, 2, 1, "SAME_UPPER", 10)   # Conv-1: 7 outputs
+    (4, 4)
+    """
+    target = -(-size // stride) if opset >= FIRST_OPSET_11 else size
+    total = max(0, (target - 1) * stride + dilation * (kernel - 1) + 1 - size)
+    small = total // 2
+    if auto_pad == "SAME_UPPER":
+        return small, total - small
+    return total - small, small
+
+
+def conv_pads(inputs, kernel, strides, dilations, auto_pad, pads, opset):
+    """(begin, end) pads of every axis of a Conv by the ONNX text (version by opset)."""
+    count = len(inputs)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pairs = [conv_same_pads(i, k, s, d, auto_pad, opset)
+                 for i, k, s, d in zip(inputs, kernel, strides, dilations)]
+        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    if auto_pad == "VALID" or pads is None:
+        return (0,) * count, (0,) * count
+    return tuple(pads[:count]), tuple(pads[count:])
+
+
+def build_conv(inputs, kernel, strides, dilations, begin, end):
+    """The Geometry of a Conv with these per-axis numbers; every output axis must be
+    non-empty and within 64-bit index arithmetic."""
+    outputs = tuple(conv_output_size(*axis)
+                    for axis in zip(inputs, kernel, strides, dilations, begin, end))
+    for axis, size in enumerate(outputs):
+        extent = dilations[axis] * (kernel[axis] - 1) + 1
+        padded = inputs[axis] + begin[axis] + end[axis]
+        if max(padded, extent, size) >= MAX_EXTENT:
+            raise ValueError(
+                f"Spatial axis {axis} would span {max(padded, extent, size)} positions (input "
+                f"{inputs[axis]}, pads {begin[axis]}, {end[axis]}, dilation {dilations[axis]} x "
+                f"kernel {kernel[axis]}): more than convt's 64-bit index arithmetic allows "
+                f"({MAX_EXTENT}). Reduce the pads or dilations on that axis.")
+        if size < 1:
+            raise ValueError(
+                f"The kernel does not fit on spatial axis {axis}: x has {inputs[axis]} "
+                f"positions there, {padded} with pads ({begin[axis]}, {end[axis]}), fewer than "
+                f"the dilated kernel's extent dilation * (kernel - 1) + 1 = {dilations[axis]} * "
+                f"{kernel[axis] - 1} + 1 = {extent}. Pad more (or auto_pad='SAME_UPPER'), or "
+                f"use a smaller kernel or dilation.")
+    count = len(inputs)
+    return Geometry(
+        input_shape=tuple(inputs),
+        kernel_shape=tuple(kernel),
+        strides=tuple(strides),
+        dilations=tuple(dilations),
+        output_padding=(0,) * count,
+        pads_begin=tuple(begin),
+        pads_end=tuple(end),
+        output_shape=outputs,
+    )
+
+
+def resolve_conv(attributes, x_shape, w_shape):
+    """Resolve pads and output size of every spatial axis of a Conv by the ONNX text.
+
+    Parameters
+    ----------
+    attributes : convt._validation.Attributes
+        Validated Conv parameters (``attributes.opset`` picks Conv-1 or Conv-11/22).
+    x_shape, w_shape : tuple of int
+        Shapes of the input (N, C, D1, ..., Dn) and weight (M, C/group, k1, ..., kn);
+        their ranks and channel counts are assumed checked.
+
+    Returns
+    -------
+    Geometry
+        With zero ``output_padding``; see the module docstring for what the fields
+        mean for a Conv.
+    """
+    _check_axis_count(attributes, x_shape, "Conv")
+    count = len(x_shape) - 2
+    inputs = tuple(int(v) for v in x_shape[2:])
+    kernel = tuple(int(v) for v in w_shape[2:])
+    if attributes.kernel_shape is not None and attributes.kernel_shape != kernel:
+        raise ValueError(
+            f"The 'kernel_shape' parameter of Conv must equal the kernel axes of w, {kernel}, "
+            f"when given; got {attributes.kernel_shape}. Drop it or match the weight."
+        )
+    strides = per_axis(attributes.strides, count, 1)
+    dilations = per_axis(attributes.dilations, count, 1)
+    begin, end = conv_pads(inputs, kernel, strides, dilations, attributes.auto_pad,
+                           attributes.pads, attributes.opset)
+    return build_conv(inputs, kernel, strides, dilations, begin, end)

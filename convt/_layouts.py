@@ -112,15 +112,22 @@ def _channels_hint(x_shape, channels, data_format, name):
     return ""
 
 
-def _rank_message(x_shape, w_shape, data_format, filter_format, names):
-    """Why x and w do not have matching ranks, and what would fix it (x has fewer axes)."""
+def _rank_message(x_shape, w_shape, data_format, filter_format, names, channels=None,
+                  filter_pattern=None):
+    """Why x and w do not have matching ranks, and what would fix it (x has fewer axes).
+
+    ``channels`` (the input channels w expects) and ``filter_pattern`` default to
+    ConvTranspose's reading of ``filter_format``.
+    """
     x_name, w_name = names[0], names[1]
+    filter_pattern = filter_pattern or _FILTER_PATTERN[filter_format]
     if len(w_shape) < 3:
         return (f"{x_name} must have shape {_DATA_PATTERN[data_format]} with at least one "
-                f"spatial axis, and {w_name} {_FILTER_PATTERN[filter_format]} of the same rank; "
+                f"spatial axis, and {w_name} {filter_pattern} of the same rank; "
                 f"got {x_name}.shape={tuple(x_shape)} and {w_name}.shape={tuple(w_shape)}.")
     expected = len(w_shape)
-    channels = w_shape[filter_axes(expected, filter_format)[0]]
+    if channels is None:
+        channels = w_shape[filter_axes(expected, filter_format)[0]]
     head = (f"{x_name} must have shape {_layout_of(data_format, expected - 2)}: {expected} "
             f"axes, one spatial axis per kernel axis of {w_name} (shape {tuple(w_shape)}); got "
             f"{x_name}.shape={tuple(x_shape)} ({len(x_shape)} axes).")
@@ -195,3 +202,98 @@ def check_shapes(x_shape, w_shape, b_shape, group, data_format="NCX", filter_for
             f"{b_name} must have shape (M,) = ({out_channels},), one value per output channel "
             f"({w_name}.shape[{o_axis}] * {group_name} = {w_shape[o_axis]} * {group}); got "
             f"{b_name}.shape={tuple(b_shape)}.")
+
+
+# --- Conv: weights (M, C/group, k1, ..., kn) in ONNX's order ('OIX') -----------
+
+_CONV_FILTER_PATTERN = {
+    "OIX": "(M, C/group, k1, ..., kn)",
+    "XIO": "(k1, ..., kn, C/group, M)",
+    "IOX": "(C/group, M, k1, ..., kn)",
+}
+
+
+def letter_axes(ndim, letters):
+    """(I axis, O axis, first kernel axis) of a filter of rank ``ndim`` laid out as
+    ``letters`` (a permutation of 'I', 'O', 'X'; X stands for the ndim - 2 kernel axes)."""
+    position, axes = 0, {}
+    for letter in letters:
+        axes[letter] = position
+        position += ndim - 2 if letter == "X" else 1
+    return axes["I"], axes["O"], axes["X"]
+
+
+def conv_filter_view(array, filter_format):
+    """(M, C/group, k...) view of a Conv filter in ``filter_format`` (the array itself
+    for 'OIX')."""
+    if filter_format == "OIX":
+        return array
+    i_axis, o_axis, first = letter_axes(array.ndim, filter_format)
+    return array.transpose([o_axis, i_axis] + list(range(first, first + array.ndim - 2)))
+
+
+def canonical_conv_filter_shape(shape, filter_format):
+    """(M, C/group, k...) order of a Conv filter shape given in ``filter_format``."""
+    shape = tuple(int(v) for v in shape)
+    i_axis, o_axis, first = letter_axes(len(shape), filter_format)
+    return (shape[o_axis], shape[i_axis]) + shape[first:first + len(shape) - 2]
+
+
+def check_conv_shapes(x_shape, w_shape, b_shape, group, data_format="NCX", filter_format="OIX",
+                      axis_count=None):
+    """Ranks and channel counts of Conv's data, filter and bias in the user's layout.
+
+    The text: ``X.shape[1] == W.shape[1] * group == C`` and ``W.shape[0] mod group == 0``.
+    """
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    pattern = _CONV_FILTER_PATTERN[filter_format]
+    if len(x_shape) < 3 or len(w_shape) != len(x_shape):
+        if len(x_shape) >= 3 and len(w_shape) < len(x_shape):
+            raise ValueError(
+                f"w must have shape {pattern} with the same rank as x; got x.shape={x_shape} "
+                f"(rank {len(x_shape)}) and w.shape={w_shape} (rank {len(w_shape)}).")
+        channels = None
+        if len(w_shape) >= 3:
+            channels = w_shape[letter_axes(len(w_shape), filter_format)[0]] * group
+        raise ValueError(_rank_message(x_shape, w_shape, data_format, filter_format,
+                                       ("x", "w", "b"), channels, pattern))
+    count = len(x_shape) - 2
+    if axis_count is not None and axis_count != count:
+        raise ValueError(
+            f"The per-axis parameters of Conv describe {axis_count} spatial axes, but x of "
+            f"shape {x_shape} has {count} (x is {_DATA_PATTERN[data_format]}). Give one value "
+            f"per spatial axis (two for pads).")
+    c_axis = channel_axis(len(x_shape), data_format)
+    channels = x_shape[c_axis]
+    i_axis, o_axis, first = letter_axes(len(w_shape), filter_format)
+    if channels % group:
+        raise ValueError(
+            f"group={group} must divide the number of input channels "
+            f"x.shape[{c_axis}]={channels}.")
+    if w_shape[i_axis] * group != channels:
+        raise ValueError(
+            f"w.shape[{i_axis}] * group must equal the number of input channels "
+            f"x.shape[{c_axis}]={channels}; got w.shape={w_shape} and group={group} "
+            f"(w.shape[{i_axis}] should be {channels // group}). The {filter_format} weight "
+            f"layout is {pattern}.")
+    out_channels = w_shape[o_axis]
+    if out_channels % group:
+        raise ValueError(
+            f"w.shape[{o_axis}]={out_channels}, the number of output channels M, must be a "
+            f"multiple of group={group} (each group computes M/group of them); got "
+            f"w.shape={w_shape}.")
+    spatial = [a for a in range(len(x_shape)) if a not in (0, c_axis)]
+    for axis, position in enumerate(spatial):
+        if x_shape[position] < 1:
+            raise ValueError(
+                f"x must have non-empty spatial axes; got x.shape={x_shape} "
+                f"(spatial axis {axis} has size {x_shape[position]}).")
+    for axis in range(count):
+        if w_shape[first + axis] < 1:
+            raise ValueError(
+                f"w must have a non-empty kernel; got w.shape={w_shape} "
+                f"(kernel axis {axis} has size {w_shape[first + axis]}).")
+    if b_shape is not None and tuple(b_shape) != (out_channels,):
+        raise ValueError(
+            f"b must have shape (M,) = ({out_channels},), one value per output channel "
+            f"(w.shape[{o_axis}]); got b.shape={tuple(b_shape)}.")

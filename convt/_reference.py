@@ -1,4 +1,4 @@
-"""A pure-NumPy float64 ConvTranspose written straight from the ONNX text.
+"""Pure-NumPy float64 ConvTranspose and Conv written straight from the ONNX texts.
 
 It scatters ``x[n, c, i] * w[c, m, k]`` to ``o = i * stride + k * dilation -
 pad_begin`` for every kernel position, the operator's definition, with its own
@@ -6,6 +6,11 @@ reading of the pads equations (ConvTranspose-11/22, or ConvTranspose-1 for
 ``opset`` below 11).  It shares no code with the kernels or with convt's
 geometry and layout code, so tests can hold one against the other.  It is
 slow and used only by tests and the demo's accuracy check.
+
+:func:`reference_conv` is the forward Conv by the same rules: it pads the
+input with zeros as the Conv text says ("the number of pixels added to the
+beginning and end") and sums ``x_padded[o * stride + k * dilation] * w[k]``
+over every tap, so padding zeros are multiplied like any input.
 """
 
 from __future__ import annotations
@@ -114,3 +119,72 @@ def reference_conv_transpose(*args, **kwargs):
     arise as IEEE arithmetic says, without warnings."""
     with np.errstate(invalid="ignore", over="ignore"):
         return _reference(*args, **kwargs)
+
+
+def _conv_pads(auto_pad, inputs, kernel, strides, dilations, pads, opset):
+    """(begin, end) lists by the Conv text: SAME_* pad the input so that the output is
+    ceil(input / stride) long (Conv-11 and later) or as long as the input (Conv-1,
+    opsets 1-10), with no padding where none is needed; the odd unit at the end for
+    SAME_UPPER, at the beginning for SAME_LOWER."""
+    count = len(inputs)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        old = opset is not None and opset < 11
+        begin, end = [], []
+        for i, k, s, d in zip(inputs, kernel, strides, dilations):
+            target = i if old else (i + s - 1) // s
+            total = max(0, (target - 1) * s + (k - 1) * d + 1 - i)
+            extra = total % 2
+            low = total // 2 + (extra if auto_pad == "SAME_LOWER" else 0)
+            begin.append(low)
+            end.append(total - low)
+        return begin, end
+    if auto_pad == "NOTSET" and pads is not None:
+        return [int(p) for p in pads[:count]], [int(p) for p in pads[count:]]
+    return [0] * count, [0] * count
+
+
+def _conv_reference(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                    kernel_shape=None, pads=None, strides=None, opset=None, data_format="NCX",
+                    filter_format="OIX", num_threads=None):
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    if data_format == "NXC":
+        x = np.transpose(x, [0, x.ndim - 1] + list(range(1, x.ndim - 1)))
+    if filter_format == "XIO":      # (k..., C/group, M)
+        w = np.transpose(w, [w.ndim - 1, w.ndim - 2] + list(range(w.ndim - 2)))
+    elif filter_format == "IOX":    # (C/group, M, k...)
+        w = np.transpose(w, [1, 0] + list(range(2, w.ndim)))
+    count = x.ndim - 2
+    inputs, kernel = x.shape[2:], w.shape[2:]
+    strides = _expand(strides, count, 1)
+    dilations = _expand(dilations, count, 1)
+    begin, end = _conv_pads(auto_pad, inputs, kernel, strides, dilations, pads, opset)
+    padded = np.zeros(x.shape[:2] + tuple(i + p + q for i, p, q in zip(inputs, begin, end)))
+    padded[(slice(None), slice(None)) + tuple(slice(p, p + i) for p, i in zip(begin, inputs))] = x
+    outputs = [(i + p + q - (k - 1) * d - 1) // s + 1
+               for i, p, q, k, d, s in zip(inputs, begin, end, kernel, dilations, strides)]
+    batch, channels = x.shape[:2]
+    out_channels = w.shape[0]
+    cg, mg = channels // group, out_channels // group
+    y = np.zeros((batch, out_channels, *outputs))
+    for g in range(group):
+        for position in itertools.product(*(range(k) for k in kernel)):
+            window = padded[(slice(None), slice(g * cg, (g + 1) * cg)) + tuple(
+                slice(k * d, k * d + (o - 1) * s + 1, s)
+                for k, d, o, s in zip(position, dilations, outputs, strides))]
+            taps = w[(slice(g * mg, (g + 1) * mg), slice(None)) + position]
+            # einsum's own loops (no BLAS): every product is formed, 0 x Inf included
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", window, taps)
+    if b is not None:
+        y += np.asarray(b, dtype=np.float64).reshape((1, -1) + (1,) * count)
+    if data_format == "NXC":
+        y = np.transpose(y, [0] + list(range(2, y.ndim)) + [1])
+    return y
+
+
+def reference_conv(*args, **kwargs):
+    """Conv in float64 from the text: the input padded with zeros, every tap summed;
+    same arguments as convt.conv (``kernel_shape`` and ``num_threads`` are ignored).
+    NaN and Inf arise as IEEE arithmetic says (0 x Inf is NaN), without warnings."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _conv_reference(*args, **kwargs)

@@ -28,6 +28,10 @@ FIRST_OPSET_BFLOAT16 = 22
 
 DATA_FORMATS = ("NCX", "NXC")
 FILTER_FORMATS = ("IOX", "XOI", "OIX")
+# Conv's weight layouts: 'OIX' is ONNX's (M, C/group, k...); I is the input
+# channels of one group, O the output channels (the letters of FILTER_FORMATS,
+# whose I is every input channel and O those of one group).
+CONV_FILTER_FORMATS = ("OIX", "XIO", "IOX")
 
 # Other spellings of the layouts and their convt names, for hints.
 _FORMAT_SYNONYMS = {
@@ -36,6 +40,7 @@ _FORMAT_SYNONYMS = {
     "IOHW": "IOX", "IOW": "IOX", "IODHW": "IOX",
     "HWOI": "XOI", "WOI": "XOI", "DHWOI": "XOI",
     "OIHW": "OIX", "OIW": "OIX", "OIDHW": "OIX",
+    "HWIO": "XIO", "WIO": "XIO", "DHWIO": "XIO",
 }
 
 # Names other libraries give to ConvTranspose's parameters (PyTorch, Keras, scipy).
@@ -176,10 +181,10 @@ def check_choice(name, value, choices, owner="ConvTranspose", hints=None, ignore
     _fail(ValueError, name, value, allowed + (f" ({hint})" if hint else ""), owner)
 
 
-def check_auto_pad(value):
+def check_auto_pad(value, owner="ConvTranspose"):
     """Return auto_pad, one of AUTO_PAD_VALUES."""
     hints = {v: f"ONNX spells it in capitals: {v!r}" for v in AUTO_PAD_VALUES}
-    return check_choice("auto_pad", value, AUTO_PAD_VALUES, hints=hints)
+    return check_choice("auto_pad", value, AUTO_PAD_VALUES, owner=owner, hints=hints)
 
 
 def check_opset(value, owner="ConvTranspose"):
@@ -200,14 +205,16 @@ def check_format(name, value, choices, owner="ConvTranspose"):
 
 
 def onnx_version(opset):
-    """The ConvTranspose version (1, 11 or 22) an ONNX opset uses."""
+    """The ConvTranspose (or Conv) version (1, 11 or 22) an ONNX opset uses: both
+    operators changed at the same opsets."""
     if opset >= FIRST_OPSET_BFLOAT16:
         return 22
     return 11 if opset >= FIRST_OPSET_11 else 1
 
 
-def check_opset_dtype(name, dtype, opset):
-    """A dtype the opset's ConvTranspose does not allow (bfloat16 before 22) is a TypeError.
+def check_opset_dtype(name, dtype, opset, operator="ConvTranspose"):
+    """A dtype the opset's ``operator`` (ConvTranspose or Conv) does not allow (bfloat16
+    before 22) is a TypeError.
 
     Works by dtype name, so it needs no ml_dtypes import; dtypes that are not
     floats at all are left to the array checks.
@@ -218,7 +225,7 @@ def check_opset_dtype(name, dtype, opset):
         version = onnx_version(opset)
         raise TypeError(
             f"{name} has dtype bfloat16, which ONNX opset {opset} does not allow: its "
-            f"ConvTranspose-{version} takes float16, float32 and float64. bfloat16 needs "
+            f"{operator}-{version} takes float16, float32 and float64. bfloat16 needs "
             f"opset {FIRST_OPSET_BFLOAT16} or later (opset=None means the latest); or cast, "
             f"e.g. {name}.astype(np.float32)."
         )
@@ -330,4 +337,36 @@ def validate(params):
             f"got pads={params['pads']!r}. Drop pads, or set auto_pad='NOTSET'."
         )
     _check_output_padding(attributes)
+    return attributes
+
+
+def validate_conv(params):
+    """Check a dict of Conv parameters and return normalised Attributes (their
+    ``output_padding`` and ``output_shape`` are None: Conv has neither)."""
+    owner = "Conv"
+    attributes = Attributes(
+        auto_pad=check_auto_pad(params["auto_pad"], owner),
+        dilations=check_per_axis("dilations", params["dilations"], 1, owner=owner, scalar=True),
+        group=check_integer("group", params["group"], 1, owner=owner),
+        kernel_shape=check_per_axis("kernel_shape", params["kernel_shape"], 1, owner=owner),
+        output_padding=None,
+        output_shape=None,
+        pads=check_per_axis("pads", params["pads"], 0, owner=owner),
+        strides=check_per_axis("strides", params["strides"], 1, owner=owner, scalar=True),
+        num_threads=check_integer("num_threads", params["num_threads"], 1, allow_none=True,
+                                  owner=owner),
+        opset=check_opset(params.get("opset"), owner),
+        data_format=check_format("data_format", params.get("data_format", "NCX"), DATA_FORMATS,
+                                 owner),
+        filter_format=check_format("filter_format", params.get("filter_format", "OIX"),
+                                   CONV_FILTER_FORMATS, owner),
+    )
+    check_lengths({name: getattr(attributes, name) for name in
+                   ("dilations", "kernel_shape", "strides", "pads")}, owner, pairs="pads")
+    if attributes.pads is not None and attributes.auto_pad != "NOTSET":
+        raise ValueError(
+            f"The 'pads' parameter of Conv cannot be combined with "
+            f"auto_pad={attributes.auto_pad!r} (the ONNX text forbids using both); "
+            f"got pads={params['pads']!r}. Drop pads, or set auto_pad='NOTSET'."
+        )
     return attributes

@@ -1,4 +1,4 @@
-"""ONNX nodes in convt: the estimator of a node, and a node run on arrays.
+"""ONNX nodes in convt: the estimator of a ConvTranspose or Conv node, and a node run on arrays.
 
 ``onnx`` is imported when these functions are called, never by ``import convt``;
 it stays an optional dependency (``pip install onnx``).
@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import _validation
+from ._conv import Conv
 from ._estimator import ConvTranspose
 
 # Attribute types of ConvTranspose (the same in versions 1, 11 and 22), by the
@@ -36,10 +37,21 @@ _CONV_TRANSPOSE_ATTRIBUTES = {
     "strides": "INTS",
 }
 
+# Attribute types of Conv (the same in versions 1, 11 and 22).
+_CONV_ATTRIBUTES = {
+    "auto_pad": "STRING",
+    "dilations": "INTS",
+    "group": "INT",
+    "kernel_shape": "INTS",
+    "pads": "INTS",
+    "strides": "INTS",
+}
+
 # op_type -> (estimator class taking the attributes and opset=, attribute types,
-# (min, max) inputs).  The forward Conv joins here once convt has its estimator.
+# (min, max) inputs).
 _OPERATORS = {
     "ConvTranspose": (ConvTranspose, _CONV_TRANSPOSE_ATTRIBUTES, (2, 3)),
+    "Conv": (Conv, _CONV_ATTRIBUTES, (2, 3)),
 }
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -154,15 +166,16 @@ def from_node(node, opset=None):
     Parameters
     ----------
     node : onnx.NodeProto or onnx.ModelProto
-        A ConvTranspose node, or a model whose graph holds exactly one.
+        A ConvTranspose or Conv node, or a model whose graph holds exactly one.
     opset : int, optional
-        ONNX opset of the default domain: 1-10 read ConvTranspose-1, 11-21
-        ConvTranspose-11, 22 and later ConvTranspose-22.  Default: the model's
-        opset when given a model, else the latest.
+        ONNX opset of the default domain: 1-10 read ConvTranspose-1 (Conv-1),
+        11-21 ConvTranspose-11 (Conv-11), 22 and later ConvTranspose-22
+        (Conv-22).  Default: the model's opset when given a model, else the
+        latest.
 
     Returns
     -------
-    ConvTranspose
+    ConvTranspose or Conv
         With the node's attributes (STRING decoded to str, INTS to tuples) and
         ``opset``; ``set_params(num_threads=...)`` tunes it further.
 
@@ -177,6 +190,9 @@ def from_node(node, opset=None):
     ConvTranspose(output_shape=(10, 8), strides=(3, 2), opset=9)
     >>> layer.pads_for((1, 1, 3, 3), (1, 2, 3, 3))
     ((-1, 0), (-1, 0))
+    >>> from_node(helper.make_node("Conv", ["X", "W"], ["Y"], strides=[2, 2],
+    ...                            auto_pad="SAME_UPPER"))
+    Conv(auto_pad='SAME_UPPER', strides=(2, 2), opset=22)
     """
     onnx = _onnx()
     _, node, opset = _resolve(node, opset)
@@ -239,8 +255,8 @@ def run_node(node, inputs, opset=None):
     node : onnx.NodeProto or onnx.ModelProto
         As in :func:`from_node`.
     inputs : sequence or mapping of array_like
-        The node's inputs in ``node.input`` order (ConvTranspose: X, W and
-        optionally B), or by name.  With a model, inputs not given are taken
+        The node's inputs in ``node.input`` order (ConvTranspose and Conv: X, W
+        and optionally B), or by name.  With a model, inputs not given are taken
         from its graph initializers (typically W and B).
     opset : int, optional
         As in :func:`from_node`.
@@ -248,7 +264,7 @@ def run_node(node, inputs, opset=None):
     Returns
     -------
     list of ndarray
-        The node's outputs (ConvTranspose: ``[Y]``).
+        The node's outputs (ConvTranspose and Conv: ``[Y]``).
 
     Examples
     --------

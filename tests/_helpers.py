@@ -108,3 +108,21 @@ def examples(default):
     import os
 
     return int(os.environ.get("CONVT_HYPOTHESIS_EXAMPLES", default))
+
+
+_NODE_CASES = []
+
+
+def onnx_node_cases(op_type):
+    """ONNX's own node test cases of one operator (pytest skips when onnx is missing).
+
+    onnx's collect_testcases fills one global list on its first call and returns that
+    list on every later call, whatever op_type they ask for; so the tests collect
+    every operator's cases once, here, and filter them.
+    """
+    import pytest
+
+    if not _NODE_CASES:
+        node = pytest.importorskip("onnx.backend.test.case.node")
+        _NODE_CASES.extend(node.collect_testcases(None))
+    return [case for case in _NODE_CASES if case.model.graph.node[0].op_type == op_type]

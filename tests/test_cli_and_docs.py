@@ -44,7 +44,8 @@ def test_unknown_command_is_a_usage_error():
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
-@pytest.mark.parametrize("name", ["convt", "convt._estimator", "convt._frontend", "convt.onnx",
+@pytest.mark.parametrize("name", ["convt", "convt._estimator", "convt._conv", "convt._geometry",
+                                  "convt._frontend", "convt.onnx",
                                   "convt.openvino", "convt.onednn"])
 def test_docstring_examples(name):
     import importlib

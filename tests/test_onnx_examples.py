@@ -5,7 +5,7 @@ import pytest
 
 import _onnx_shim
 import onnx_text_examples
-from _helpers import ENGINES, run_engine
+from _helpers import ENGINES, onnx_node_cases, run_engine
 from convt import conv_transpose
 from convt._reference import reference_conv_transpose
 
@@ -48,8 +48,7 @@ def test_reference_reproduces_text_example(case):
 
 
 def _onnx_node_cases():
-    node = pytest.importorskip("onnx.backend.test.case.node")
-    return node.collect_testcases("ConvTranspose")
+    return onnx_node_cases("ConvTranspose")
 
 
 def test_onnx_node_cases_through_run_node():
