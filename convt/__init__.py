@@ -8,8 +8,10 @@
 (1, 2, 16, 16)
 """
 
+from . import kernels
 from ._estimator import ConvTranspose, conv_transpose
+from ._upsample import upsample
 
 __version__ = "0.1.0"
 
-__all__ = ["ConvTranspose", "conv_transpose", "__version__"]
+__all__ = ["ConvTranspose", "conv_transpose", "upsample", "kernels", "__version__"]
