@@ -225,11 +225,24 @@ def _extended(window, spec, shape, spans):
         ranges.append((first, last))
         outside.append(mapped < 0)
         picks.append(window.take(axis, np.maximum(mapped, 0)))
-    values = window.data[np.ix_(*picks)]
+    # Runs of consecutive positions are sliced (a view); only the axes the mode
+    # extends are gathered, the thinnest first, so each copy is a strip's size.
+    runs = tuple(slice(int(pick[0]), int(pick[-1]) + 1) if _is_run(pick) else slice(None)
+                 for pick in picks)
+    values = window.data[runs]
+    gathered = sorted((axis for axis, pick in enumerate(picks) if not _is_run(pick)),
+                      key=lambda axis: len(picks[axis]))
+    for axis in gathered:
+        values = np.take(values, picks[axis], axis=axis)
     for axis, mask in enumerate(outside):
         if mask.any():
-            values[(slice(None),) * axis + (mask,)] = spec.cval
+            values[(slice(None),) * axis + (mask,)] = spec.cval  # a copy: this axis was gathered
     return values, ranges
+
+
+def _is_run(positions):
+    return positions[-1] - positions[0] == len(positions) - 1 and bool(
+        np.all(np.diff(positions) == 1))
 
 
 def upsample_box(window, spec, shape, box, out, num_threads=None, weight=None):
