@@ -234,6 +234,7 @@ def _extended(window, spec, shape, spans):
                       key=lambda axis: len(picks[axis]))
     for axis in gathered:
         values = np.take(values, picks[axis], axis=axis)
+    values = values.astype(spec.dtype, copy=False)
     for axis, mask in enumerate(outside):
         if mask.any():
             values[(slice(None),) * axis + (mask,)] = spec.cval  # a copy: this axis was gathered
@@ -259,6 +260,7 @@ def upsample_box(window, spec, shape, box, out, num_threads=None, weight=None):
         inputs.append((max(first, 0), min(last, shape[axis])))
     data = window.data[tuple(window.slice(axis, first, last)
                              for axis, (first, last) in enumerate(inputs))]
+    data = data.astype(spec.dtype, copy=False)  # e.g. slabs of a uint8 memory map
     _convolve(data, spec, weight, box, inputs, out, num_threads)
     if spec.exact_at_borders:
         return out
