@@ -13,7 +13,7 @@ at both ends, where ``K`` is the shortest length of the parity of ``f`` that
 holds every non-zero tap.  N-D kernels are outer products of the 1-D taps.
 
 =========  ==========================================  ============  =====================
-name       h(t)                                        taps (f = 2)  pads per side
+name       h(t)                                        taps          pads per side
 =========  ==========================================  ============  =====================
 nearest    1 for ``|t| < 1/2``                         ``f``         0
 linear     ``1 - |t|`` for ``|t| < 1``                 ``2f`` (1)    ``f // 2``
