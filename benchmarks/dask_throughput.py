@@ -65,14 +65,13 @@ def main():
     rows = []
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=None) as cluster, Client(cluster):
             volume = da.random.default_rng(0).random(shape, dtype=np.float32, chunks=chunks)
             volume = volume.persist()
             wait(volume)
             lazy = convt.dask.upsample(volume, 2, kernel=arguments.kernel)
             seconds = timed(lambda: da.store(lazy, Sink(), lock=False), arguments.repeat)
             rows.append((f"dask LocalCluster, {workers} worker(s) x 1 thread", seconds))
-            del volume, lazy
     image = np.random.default_rng(0).random(shape, dtype=np.float32)
     for threads in (1, None):
         seconds = timed(lambda: convt.upsample(image, 2, kernel=arguments.kernel,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._upsample import MODE_ALIASES, resolve, slab_rows_for, upsample_slabs
+from ._upsample import resolve, slab_rows_for, upsample_slabs
+from ._upsample_args import MODE_ALIASES
 from .kernels import KERNELS
 
 # Outputs with at least this many elements (64 MiB of float32) get a progress bar.

@@ -6,7 +6,7 @@ Every axis of the image is a spatial axis of one ConvTranspose call on
 weight is the outer product of the 1-D taps, so all axes are done in one pass
 over the output.
 
-Boundaries.  Along an axis with ``p`` pads (``convt.kernels.pad_width``), an
+Boundaries.  Along an axis with ``p`` pads (``convt.kernels.pads``), an
 output ``o`` reads inputs outside ``[0, n)`` only if ``o < p`` or
 ``o >= n * factor - p``.  The ConvTranspose over the image reads zeros there,
 which is exact everywhere except in those border strips.  Each strip (a slab
@@ -25,15 +25,13 @@ this).
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
-import numbers
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import _upsample_args as _args
 from . import kernels as _kernels
 from ._arrays import SUPPORTED_DTYPES, check_output_size
 from ._estimator import conv_transpose
@@ -43,41 +41,6 @@ __all__ = ["upsample"]
 # Output elements per slab of upsample_slabs (the command line's progress steps):
 # 16 MiB of float32.
 SLAB_ELEMENTS = 4 * 2**20
-
-# Accepted names -> canonical mode.  scipy.ndimage's names; 'constant' and
-# 'wrap' mean scipy's 'grid-constant' and 'grid-wrap' (what scipy recommends
-# with grid_mode=True, and what numpy.pad and scikit-image call them).
-MODE_ALIASES = {
-    "edge": "edge",
-    "nearest": "edge",
-    "reflect": "reflect",
-    "symmetric": "reflect",
-    "mirror": "mirror",
-    "constant": "constant",
-    "grid-constant": "constant",
-    "wrap": "wrap",
-    "grid-wrap": "wrap",
-}
-MODES = ("edge", "reflect", "mirror", "constant", "wrap")
-
-
-def check_mode(mode, function="upsample"):
-    """The canonical boundary mode for ``mode``, or a ValueError listing the accepted names."""
-    if isinstance(mode, str) and mode in MODE_ALIASES:
-        return MODE_ALIASES[mode]
-    hint = ""
-    if isinstance(mode, str):
-        if mode == "grid-mirror":
-            hint = " scipy's 'grid-mirror' is 'reflect'."
-        elif mode in ("periodic", "circular"):
-            hint = " Did you mean 'wrap'?"
-        else:
-            close = difflib.get_close_matches(mode.lower(), MODE_ALIASES, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(
-        f"The 'mode' parameter of {function} must be one of "
-        f"{', '.join(repr(name) for name in MODE_ALIASES)}; got {mode!r}.{hint}"
-    )
 
 
 def extend_indices(index, size, mode):
@@ -124,6 +87,11 @@ class Spec:
     def pads(self):
         return tuple((len(taps) - f) // 2 for taps, f in zip(self.taps, self.factors))
 
+    @functools.cached_property
+    def axes(self):
+        """(factor, number of taps, pad) of every axis."""
+        return tuple(zip(self.factors, (len(taps) for taps in self.taps), self.pads))
+
     def output_shape(self, shape):
         return tuple(n * f for n, f in zip(shape, self.factors))
 
@@ -151,7 +119,7 @@ def input_range(box_start, box_stop, factor, taps, pad):
 
 
 def conv_pads(box_start, box_stop, first_input, input_count, factor, taps, pad):
-    """(begin, end) crop of the ConvTranspose of inputs ``[first, first + count)`` giving the box."""
+    """(begin, end) crop of the ConvTranspose of inputs ``[first, first + count)``: the box."""
     begin = box_start + pad - first_input * factor
     end = factor * (input_count - 1) + taps - begin - (box_stop - box_start)
     return begin, end
@@ -184,7 +152,10 @@ def intersect(box, other):
 
 
 class Window:
-    """Input values at sorted global positions per axis: the whole image, or a dask block's gathering."""
+    """Input values at sorted global positions per axis.
+
+    The whole image (``positions=None``), or the samples a dask block gathered.
+    """
 
     def __init__(self, data, positions=None):
         self.data = data
@@ -205,9 +176,8 @@ class Window:
 def _convolve(data, spec, weight, spans, inputs, out, num_threads):
     """ConvTranspose of ``data`` (inputs ``[i0, i1)`` per axis) cropped to the output ``spans``."""
     begins, ends = [], []
-    for (start, stop), (first, last), f, taps, pad in zip(spans, inputs, spec.factors, spec.taps,
-                                                          spec.pads):
-        begin, end = conv_pads(start, stop, first, last - first, f, len(taps), pad)
+    for (start, stop), (first, last), (f, taps, pad) in zip(spans, inputs, spec.axes):
+        begin, end = conv_pads(start, stop, first, last - first, f, taps, pad)
         begins.append(begin)
         ends.append(end)
     return conv_transpose(data[np.newaxis, np.newaxis], weight, strides=spec.factors,
@@ -218,9 +188,8 @@ def _convolve(data, spec, weight, spans, inputs, out, num_threads):
 def _extended(window, spec, shape, spans):
     """The inputs that the outputs ``spans`` read, beyond the image too, extended by the mode."""
     ranges, picks, outside = [], [], []
-    for axis, ((start, stop), f, taps, pad) in enumerate(zip(spans, spec.factors, spec.taps,
-                                                               spec.pads)):
-        first, last = input_range(start, stop, f, len(taps), pad)
+    for axis, ((start, stop), (f, taps, pad)) in enumerate(zip(spans, spec.axes)):
+        first, last = input_range(start, stop, f, taps, pad)
         mapped = extend_indices(np.arange(first, last), shape[axis], spec.mode)
         ranges.append((first, last))
         outside.append(mapped < 0)
@@ -254,9 +223,8 @@ def upsample_box(window, spec, shape, box, out, num_threads=None, weight=None):
     """
     weight = spec.weight() if weight is None else weight
     inputs = []
-    for axis, ((start, stop), f, taps, pad) in enumerate(zip(box, spec.factors, spec.taps,
-                                                               spec.pads)):
-        first, last = input_range(start, stop, f, len(taps), pad)
+    for axis, ((start, stop), (f, taps, pad)) in enumerate(zip(box, spec.axes)):
+        first, last = input_range(start, stop, f, taps, pad)
         inputs.append((max(first, 0), min(last, shape[axis])))
     data = window.data[tuple(window.slice(axis, first, last)
                              for axis, (first, last) in enumerate(inputs))]
@@ -275,19 +243,10 @@ def upsample_box(window, spec, shape, box, out, num_threads=None, weight=None):
     return out
 
 
-def _normalize_axis(axis, ndim, name):
-    if not isinstance(axis, numbers.Integral) or isinstance(axis, (bool, np.bool_)):
-        raise TypeError(f"The {name!r} parameter of upsample must contain ints; got {axis!r}.")
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"The {name!r} parameter of upsample refers to axis {axis}, but the "
-                         f"image has {ndim} axes (allowed: {-ndim} to {ndim - 1}).")
-    return operator.index(axis) % ndim
-
-
 def compute_dtype(dtype, requested=None, function="upsample"):
     """The dtype upsample computes in and returns (see upsample's Notes)."""
     if requested is not None:
-        return _kernels.check_float_dtype(requested, function)
+        return _args.check_float_dtype(requested, function)
     dtype = np.dtype(dtype)
     if dtype.kind == "f" and dtype.newbyteorder("=") in SUPPORTED_DTYPES:
         return dtype.newbyteorder("=")
@@ -302,40 +261,16 @@ def compute_dtype(dtype, requested=None, function="upsample"):
 def resolve(shape, dtype, factor, kernel, axes, mode, cval, channel_axis, requested_dtype,
             function="upsample"):
     """Validate upsample's parameters for an image of this shape and dtype; return a Spec."""
-    ndim = len(shape)
-    kernel = _kernels.check_kernel(kernel, function)
-    mode = check_mode(mode, function)
-    if channel_axis is not None:
-        channel_axis = _normalize_axis(channel_axis, ndim, "channel_axis")
-    if axes is None:
-        axes = tuple(axis for axis in range(ndim) if axis != channel_axis)
-    else:
-        listed = (axes,) if isinstance(axes, numbers.Integral) else tuple(axes)
-        axes = tuple(_normalize_axis(axis, ndim, "axes") for axis in listed)
-        if len(set(axes)) != len(axes):
-            raise ValueError(f"The 'axes' parameter of {function} must not repeat an axis; "
-                             f"got {listed!r}.")
-        if channel_axis is not None and channel_axis in axes:
-            raise ValueError(f"The 'axes' parameter of {function} must not contain channel_axis "
-                             f"({channel_axis}); got {listed!r}.")
-    factors = _kernels.check_factors(factor, len(axes), function) if axes else ()
-    if not isinstance(cval, numbers.Real):
-        raise TypeError(f"The 'cval' parameter of {function} must be a real number; got {cval!r}.")
-    per_axis = [1] * ndim
+    kernel = _args.check_kernel(kernel, function)
+    mode = _args.check_mode(mode, function)
+    axes, channel_axis = _args.check_axes(axes, channel_axis, len(shape), function)
+    factors = _args.check_factors(factor, len(axes), function) if axes else ()
+    cval = _args.check_cval(cval, function)
+    per_axis = [1] * len(shape)
     for axis, f in zip(axes, factors):
         per_axis[axis] = f
-    return Spec(kernel, tuple(per_axis), mode, float(cval), compute_dtype(dtype, requested_dtype,
-                                                                         function))
-
-
-def check_threads(num_threads, function="upsample"):
-    if num_threads is None:
-        return None
-    if not isinstance(num_threads, numbers.Integral) or isinstance(num_threads, bool) \
-            or num_threads < 1:
-        raise ValueError(f"The 'num_threads' parameter of {function} must be None or an int "
-                         f">= 1; got {num_threads!r}.")
-    return operator.index(num_threads)
+    return Spec(kernel, tuple(per_axis), mode, cval,
+                compute_dtype(dtype, requested_dtype, function))
 
 
 def _prepare_out(out, shape, dtype, image):
@@ -447,7 +382,7 @@ def upsample(image, factor, *, kernel="linear", axes=None, mode="edge", cval=0.0
     array = np.asarray(image)
     spec = resolve(array.shape, array.dtype, factor, kernel, axes, mode, cval, channel_axis,
                    dtype)
-    num_threads = check_threads(num_threads)
+    num_threads = _args.check_threads(num_threads, "upsample")
     shape = spec.output_shape(array.shape)
     result = _prepare_out(out, shape, spec.dtype, array)
     if array.dtype != spec.dtype:

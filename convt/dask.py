@@ -36,7 +36,8 @@ import numpy as np
 from . import _arrays
 from ._estimator import ConvTranspose
 from ._estimator import conv_transpose as _conv_transpose
-from ._upsample import Window, check_threads, extend_indices, input_range, resolve, upsample_box
+from ._upsample import Window, extend_indices, input_range, resolve, upsample_box
+from ._upsample_args import check_threads
 
 __all__ = ["conv_transpose", "upsample"]
 
@@ -352,12 +353,12 @@ def upsample(image, factor, *, kernel="linear", axes=None, mode="edge", cval=0.0
     num_threads = check_threads(num_threads, "convt.dask.upsample")
     shape = tuple(x.shape)
     out_bounds, positions = [], []
-    for axis, (f, taps, pad) in enumerate(zip(spec.factors, spec.taps, spec.pads)):
+    for axis, (f, taps, pad) in enumerate(spec.axes):
         bounds = [int(b) * f for b in np.cumsum((0,) + x.chunks[axis])]
         out_bounds.append(bounds)
         axis_positions = []
         for o0, o1 in zip(bounds[:-1], bounds[1:]):
-            first, last = input_range(o0, o1, f, len(taps), pad)
+            first, last = input_range(o0, o1, f, taps, pad)
             mapped = extend_indices(np.arange(first, last), shape[axis], spec.mode)
             axis_positions.append(np.unique(mapped[mapped >= 0]))
         positions.append(axis_positions)

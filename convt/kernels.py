@@ -33,7 +33,8 @@ Examples
 >>> kernels.taps("linear", 2)
 array([0.25, 0.75, 0.75, 0.25])
 >>> x = np.array([[[0.0, 1.0, 2.0, 3.0]]])
->>> conv_transpose(x, kernels.linear(2, ndim=1), **kernels.conv_transpose_params("linear", 2, ndim=1))
+>>> params = kernels.conv_transpose_params("linear", 2, ndim=1)
+>>> conv_transpose(x, kernels.linear(2, ndim=1), **params)
 array([[[0.  , 0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 2.25]]])
 
 The first and last outputs see the zero padding: ``convt.upsample`` gives
@@ -42,98 +43,36 @@ The first and last outputs see the zero padding: ``convt.upsample`` gives
 
 from __future__ import annotations
 
-import difflib
-import numbers
-import operator
+import math
 
 import numpy as np
+
+from . import _upsample_args as _args
 
 __all__ = ["KERNELS", "taps", "pads", "weights", "nearest", "linear", "cubic",
            "conv_transpose_params"]
 
 #: Names of the interpolation kernels.
-KERNELS = ("nearest", "linear", "cubic")
+KERNELS = _args.KERNELS
 
 # Half-width of each kernel's support, in input samples.
 _RADIUS = {"nearest": 0.5, "linear": 1.0, "cubic": 2.0}
 # Keys' parameter: a = -1/2 makes the cubic third-order accurate.
 _KEYS_A = -0.5
-_MAX_FACTOR = 2**20
-_FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+# Weights larger than this are refused (a mistyped factor, not an interpolation kernel).
+_MAX_WEIGHT_ELEMENTS = 2**27
 
 
-def _is_integer(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def check_kernel(kernel, function="kernels"):
-    """The kernel name, or a ValueError naming the allowed ones (and the closest)."""
-    if isinstance(kernel, str) and kernel in KERNELS:
-        return kernel
-    hint = ""
-    if isinstance(kernel, str):
-        aliases = {"bilinear": "linear", "trilinear": "linear", "bicubic": "cubic",
-                   "tricubic": "cubic", "box": "nearest"}
-        close = aliases.get(kernel.lower()) or next(
-            iter(difflib.get_close_matches(kernel.lower(), KERNELS, n=1)), None)
-        if close:
-            hint = f" Did you mean {close!r}?"
-    raise ValueError(
-        f"The 'kernel' parameter of {function} must be one of "
-        f"{', '.join(repr(name) for name in KERNELS)}; got {kernel!r}.{hint}"
-    )
-
-
-def check_factors(factor, ndim=None, function="kernels", name="factor"):
-    """``factor`` (an int or one int per axis, each >= 1) as a tuple of ``ndim`` ints.
-
-    ``ndim=None`` takes the length of a sequence, or 1 for an int.
-    """
-    allowed = f"an int >= 1 or a sequence of such ints (one per axis), each <= {_MAX_FACTOR}"
-    if _is_integer(factor):
-        values = (operator.index(factor),) * (1 if ndim is None else ndim)
-    elif isinstance(factor, (str, bytes)) or not hasattr(factor, "__len__"):
-        raise TypeError(f"The {name!r} parameter of {function} must be {allowed}; got {factor!r}.")
-    else:
-        items = list(factor.tolist() if isinstance(factor, np.ndarray) else factor)
-        if not items or not all(_is_integer(item) for item in items):
-            raise TypeError(f"The {name!r} parameter of {function} must be {allowed}; "
-                            f"got {factor!r}.")
-        values = tuple(operator.index(item) for item in items)
-        if ndim is not None and len(values) != ndim:
-            raise ValueError(f"The {name!r} parameter of {function} must have one value per "
-                             f"axis ({ndim}); got {factor!r} ({len(values)} values).")
-    if not all(1 <= value <= _MAX_FACTOR for value in values):
-        raise ValueError(f"The {name!r} parameter of {function} must be {allowed}; got {factor!r}.")
-    return values
-
-
-def _check_ndim(ndim, factor):
+def _ndim(ndim, factor, function):
     if ndim is None:
         return None if hasattr(factor, "__len__") else 2
-    if not _is_integer(ndim) or not 1 <= ndim <= 32:
-        raise ValueError(f"The 'ndim' parameter of kernels must be None or an int from 1 to 32; "
-                         f"got {ndim!r}.")
-    return operator.index(ndim)
+    return _args.check_count("ndim", ndim, function, 1, 32)
 
 
-def _check_channels(channels):
-    if not _is_integer(channels) or channels < 1:
-        raise ValueError(f"The 'channels' parameter of kernels must be an int >= 1; "
-                         f"got {channels!r}.")
-    return operator.index(channels)
-
-
-def check_float_dtype(dtype, function="kernels"):
-    """``dtype`` as one of float16, float32, float64, or a TypeError."""
-    try:
-        resolved = np.dtype(dtype)
-    except TypeError:
-        resolved = None
-    if resolved not in _FLOAT_DTYPES:
-        raise TypeError(f"The 'dtype' parameter of {function} must be float16, float32 or "
-                        f"float64; got {dtype!r}.")
-    return resolved
+def _checked(kernel, factor, ndim, function):
+    """(kernel, factors per axis) checked for ``function``."""
+    kernel = _args.check_kernel(kernel, function)
+    return kernel, _args.check_factors(factor, _ndim(ndim, factor, function), function)
 
 
 def _profile(kernel, distance):
@@ -158,14 +97,9 @@ def _raw_taps(kernel, factor):
     return values
 
 
-def tap_count(kernel, factor):
-    """Number of taps along an axis upsampled ``factor`` times (same parity as ``factor``)."""
-    return len(_raw_taps(kernel, factor))
-
-
-def pad_width(kernel, factor):
+def _pad_width(kernel, factor):
     """Outputs cropped at each end of an axis: ``(taps - factor) / 2``."""
-    return (tap_count(kernel, factor) - factor) // 2
+    return (len(_raw_taps(kernel, factor)) - factor) // 2
 
 
 def taps(kernel, factor):
@@ -194,8 +128,7 @@ def taps(kernel, factor):
     array([-0.0234375, -0.0703125,  0.2265625,  0.8671875,  0.8671875,  0.2265625,
            -0.0703125, -0.0234375])
     """
-    kernel = check_kernel(kernel, "kernels.taps")
-    (factor,) = check_factors(factor, 1, "kernels.taps")
+    kernel, (factor,) = _checked(kernel, factor, 1, "kernels.taps")
     return _raw_taps(kernel, factor)
 
 
@@ -223,9 +156,8 @@ def pads(kernel, factor, ndim=None):
     >>> kernels.pads("cubic", (2, 3, 1))
     (3, 4, 0, 3, 4, 0)
     """
-    kernel = check_kernel(kernel, "kernels.pads")
-    factors = check_factors(factor, _check_ndim(ndim, factor), "kernels.pads")
-    widths = tuple(pad_width(kernel, f) for f in factors)
+    kernel, factors = _checked(kernel, factor, ndim, "kernels.pads")
+    widths = tuple(_pad_width(kernel, f) for f in factors)
     return widths + widths
 
 
@@ -267,10 +199,14 @@ def weights(kernel, factor, ndim=None, *, channels=1, dtype=np.float64):
            [0.75],
            [0.25]], dtype=float32)
     """
-    kernel = check_kernel(kernel, "kernels.weights")
-    factors = check_factors(factor, _check_ndim(ndim, factor), "kernels.weights")
-    channels = _check_channels(channels)
-    dtype = check_float_dtype(dtype, "kernels.weights")
+    kernel, factors = _checked(kernel, factor, ndim, "kernels.weights")
+    channels = _args.check_count("channels", channels, "kernels.weights")
+    dtype = _args.check_float_dtype(dtype, "kernels.weights")
+    size = channels * math.prod(len(_raw_taps(kernel, f)) for f in factors)
+    if size > _MAX_WEIGHT_ELEMENTS:
+        raise ValueError(f"The weights of kernels.weights({kernel!r}, factor={factor!r}, "
+                         f"channels={channels}) would hold {size} values, more than "
+                         f"{_MAX_WEIGHT_ELEMENTS}; check factor, ndim and channels.")
     product = np.ones(())
     for f in factors:
         product = np.multiply.outer(product, taps(kernel, f))
@@ -369,7 +305,6 @@ def conv_transpose_params(kernel, factor, ndim=None, *, channels=1):
     >>> y.shape, float(y[0, 0, 5, 5]), float(y[0, 0, 0, 0])
     ((1, 3, 16, 16), 1.0, 0.5625)
     """
-    kernel = check_kernel(kernel, "kernels.conv_transpose_params")
-    factors = check_factors(factor, _check_ndim(ndim, factor), "kernels.conv_transpose_params")
-    channels = _check_channels(channels)
+    kernel, factors = _checked(kernel, factor, ndim, "kernels.conv_transpose_params")
+    channels = _args.check_count("channels", channels, "kernels.conv_transpose_params")
     return {"strides": factors, "pads": pads(kernel, factors), "group": channels}

@@ -41,9 +41,10 @@ def kernels_figure(path):
         for factor, marker in ((2, "o"), (4, "s")):
             taps = kernels.taps(kernel, factor)
             t = (np.arange(len(taps)) - (len(taps) - 1) / 2) / factor
+            pads = kernels.pads(kernel, factor, ndim=1)[0]
             top.plot(t, taps, marker, ms=5, ls="none", color=COLOURS[kernel],
                      alpha=1.0 if factor == 2 else 0.5,
-                     label=f"taps, factor {factor} ({len(taps)}, pads {kernels.pad_width(kernel, factor)})")
+                     label=f"taps, factor {factor} ({len(taps)}, pads {pads})")
             frequencies, response = frequency_response(taps, factor)
             bottom.plot(frequencies * factor, response, color=COLOURS[kernel],
                         ls="-" if factor == 2 else "--", label=f"factor {factor}")

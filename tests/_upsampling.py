@@ -39,7 +39,10 @@ PROFILES = {"linear": triangle, "cubic": keys_cubic, "nearest": box}
 
 
 def interpolation_matrix(size, factor, kernel, margin):
-    """(size * factor, size + 2 margin): row j weights the padded samples at coordinate (j + 0.5) / factor - 0.5."""
+    """Matrix (size * factor, size + 2 margin): row j weights the padded samples.
+
+    Output j sits at input coordinate (j + 0.5) / factor - 0.5.
+    """
     coordinate = (np.arange(size * factor) + 0.5) / factor - 0.5
     sample = np.arange(-margin, size + margin)
     return PROFILES[kernel](coordinate[:, None] - sample[None, :])

@@ -4,6 +4,7 @@ Skipped unless the 'docs' extra is installed (Sphinx is not in the 'test' extra)
 The build runs on a copy of docs/, so the source tree gets no generated files.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,7 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
          str(tmp_path / "docs"), str(tmp_path / "html")],
-        capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
-                                                         "MPLBACKEND": "Agg"})
+        capture_output=True, text=True, timeout=600, env={**os.environ, "MPLBACKEND": "Agg"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for page in ("index", "api", "upsampling", "translation", "changelog", "README",
                  "generated/convt.upsample", "generated/convt.kernels", "generated/convt.dask",

@@ -57,7 +57,7 @@ def test_taps_are_the_kernels_sampled_at_output_offsets(factor):
         np.testing.assert_allclose(taps, expected, rtol=0, atol=1e-15)
         # every tap of the support |t| < radius is present, no more
         assert count <= 2 * radius * factor
-    assert kernels.tap_count("nearest", factor) == factor
+    assert len(kernels.taps("nearest", factor)) == factor
 
 
 def test_known_tap_values():
@@ -90,7 +90,7 @@ def test_kernel_weights_in_a_conv_transpose_interpolate_the_interior(kernel, fac
     y = conv_transpose(x[None], kernels.weights(kernel, factors, channels=2),
                        **kernels.conv_transpose_params(kernel, factors, channels=2))[0]
     expected = np.stack([reference_upsample(c, factors, kernel) for c in x])
-    strip = [kernels.pad_width(kernel, f) for f in factors]
+    strip = kernels.pads(kernel, factors)[:2]
     inner = (slice(None),) + tuple(slice(p, y.shape[1 + a] - p) for a, p in enumerate(strip))
     np.testing.assert_allclose(y[inner], expected[inner], rtol=0, atol=1e-13)
 
@@ -345,4 +345,14 @@ def test_docstring_examples(module):
 
     failures, tried = doctest.testmod(importlib.import_module(module),
                                       optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried > 0 and failures == 0
+
+
+def test_upsampling_page_examples():
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "upsampling.md"
+    failures, tried = doctest.testfile(str(page), module_relative=False,
+                                       optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried > 0 and failures == 0
