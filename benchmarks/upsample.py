@@ -16,12 +16,20 @@ same boundary ('edge' / 'nearest'):
   scipy.ndimage.zoom and clips to the input range).
 
 Kernels: linear (order 1, the same numbers in all three) and nearest (order 0).
-'cubic' is Keys' cubic convolution in convt and a prefiltered cubic B-spline in
-scipy/skimage (order 3): a different interpolation, timed for reference only.
+'cubic' (not run by default) is Keys' cubic convolution in convt and a
+prefiltered cubic B-spline in scipy/skimage (order 3): a different
+interpolation, timed for reference only (scipy takes about 30 s per call on the
+volume).
+
+``--passes`` instead times, in this process and interleaved, convt's one N-D
+ConvTranspose against one 1-D ConvTranspose per axis (the design choice of
+convt.upsample), both writing into preallocated arrays, without the border
+correction (the same in both).
 
 Usage:
     python benchmarks/upsample.py [--repeat 7] [--kernels linear,nearest,cubic]
                                   [--engines convt,convt@1,scipy,skimage] [--out DIR]
+    python benchmarks/upsample.py --passes [--repeat 9]
 
 Writes <out>/upsample-latest.md and <out>/upsample-latest.json.
 """
@@ -99,6 +107,53 @@ def run_worker(engine, workload, kernel, repeat):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def compare_passes(repeat):
+    """Median ms of one N-D ConvTranspose vs one 1-D ConvTranspose per axis, interleaved."""
+    import numpy as np
+
+    from convt import ConvTranspose, kernels
+
+    print("| workload | kernel | one N-D call ms | 1-D passes ms |")
+    print("|---|---|---|---|")
+    for workload, shape in WORKLOADS.items():
+        x = make_input(shape)[np.newaxis, np.newaxis]
+        ndim = len(shape)
+        for kernel in ("linear", "cubic"):
+            taps = kernels.taps(kernel, 2).astype(np.float32)
+            pad = kernels.pads(kernel, 2, ndim=1)[0]
+            whole = ConvTranspose(strides=(2,) * ndim, pads=(pad,) * 2 * ndim)
+            weight = kernels.weights(kernel, 2, ndim, dtype=np.float32)
+            out = np.empty(x.shape[:2] + tuple(2 * n for n in shape), np.float32)
+            passes, current = [], list(x.shape)
+            for axis in range(ndim):  # the first axis first: the cheapest order measured
+                sizes = [1] * ndim
+                sizes[axis] = len(taps)
+                strides, pads = [1] * ndim, [0] * ndim
+                strides[axis], pads[axis] = 2, pad
+                current[2 + axis] *= 2
+                passes.append((ConvTranspose(strides=tuple(strides), pads=tuple(pads * 2)),
+                               taps.reshape([1, 1] + sizes), np.empty(current, np.float32)))
+
+            def one_call():
+                whole.apply(x, weight, out=out)
+
+            def per_axis():
+                current = x
+                for layer, w, result in passes:
+                    current = layer.apply(current, w, out=result)
+
+            times = {one_call: [], per_axis: []}
+            for function in times:
+                function()
+            for _ in range(repeat):
+                for function, spent in times.items():
+                    start = time.perf_counter()
+                    function()
+                    spent.append(time.perf_counter() - start)
+            medians = [statistics.median(times[f]) * 1e3 for f in (one_call, per_axis)]
+            print(f"| {workload} | {kernel} | {medians[0]:.1f} | {medians[1]:.1f} |", flush=True)
+
+
 def load_average():
     try:
         return os.getloadavg()
@@ -140,12 +195,17 @@ def report(results, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--kernels", default="linear,nearest,cubic")
+    parser.add_argument("--kernels", default="linear,nearest")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--only", default=",".join(WORKLOADS), help="workloads")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--passes", action="store_true",
+                        help="time one N-D call against one 1-D call per axis")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
+    if arguments.passes:
+        compare_passes(arguments.repeat)
+        return 0
     if arguments.worker:
         engine, workload, kernel, repeat = arguments.worker
         worker(engine, workload, kernel, int(repeat))
