@@ -168,35 +168,50 @@ def _output_bounds(in_bounds, stride, pad_begin, out_size):
 
 
 class _ConvBlock:
-    """One output block of conv_transpose: the ConvTranspose of its window, placed in the block."""
+    """One output block of conv_transpose: the ConvTranspose of its window, placed in the block.
+
+    Along each spatial axis the window's inputs ``[i0, i1)`` produce the global
+    outputs ``[i0 * stride - pad_begin, ...)`` of their full ConvTranspose; the
+    block keeps the part inside its span and is bias (or zero) elsewhere, where
+    no input reaches (zero margins of negative pads, output_padding past the data).
+    """
 
     def __init__(self, geometry, group, spans, inputs, shape, params):
         self.geometry, self.group = geometry, group
         self.spans, self.inputs, self.shape, self.params = spans, inputs, shape, params
 
+    def _crop(self):
+        """(begin pads, end pads, target slices) of the window's ConvTranspose, or None."""
+        g = self.geometry
+        begins, ends, target = [], [], []
+        for axis, ((o0, o1), (i0, i1)) in enumerate(zip(self.spans, self.inputs)):
+            reach = (g.kernel_shape[axis] - 1) * g.dilations[axis]
+            start = i0 * g.strides[axis] - g.pads_begin[axis]
+            stop = start + g.strides[axis] * (i1 - i0 - 1) + reach + 1
+            first, last = max(o0, start), min(o1, stop)
+            if i1 <= i0 or last <= first:
+                return None
+            begins.append(first - start)
+            ends.append(stop - last)
+            target.append(slice(first - o0, last - o0))
+        return begins, ends, target
+
     def __call__(self, window, w, b):
         out = np.empty(self.shape, dtype=window.dtype)
-        if b is None:
-            out.fill(0)
-        else:
-            out[...] = b.reshape((1, -1) + (1,) * (out.ndim - 2))
-        begins, ends, target = [], [], []
+        crop = self._crop()
         g = self.geometry
-        for axis, ((o0, o1), (i0, i1)) in enumerate(zip(self.spans, self.inputs)):
-            if i1 <= i0:
-                return out
-            start = i0 * g.strides[axis] - g.pads_begin[axis]
-            full = g.strides[axis] * (i1 - i0 - 1) + (g.kernel_shape[axis] - 1) * g.dilations[
-                axis] + 1
-            first, last = max(o0, start), min(o1, start + full)
-            if last <= first:
-                return out
-            begins.append(first - start)
-            ends.append(start + full - last)
-            target.append(slice(first - o0, last - o0))
-        out[(slice(None), slice(None)) + tuple(target)] = _conv_transpose(
-            window, w, b, strides=g.strides, dilations=g.dilations, group=self.group,
-            pads=tuple(begins + ends), **self.params)
+        covered = crop is not None and all(
+            part.stop - part.start == o1 - o0 for part, (o0, o1) in zip(crop[2], self.spans))
+        if not covered:
+            out[...] = 0 if b is None else b.reshape((1, -1) + (1,) * (out.ndim - 2))
+        if crop is None:
+            return out
+        begins, ends, target = crop
+        result = _conv_transpose(window, w, b, strides=g.strides, dilations=g.dilations,
+                                 group=self.group, pads=tuple(begins + ends),
+                                 out=out if covered else None, **self.params)
+        if not covered:
+            out[(slice(None), slice(None)) + tuple(target)] = result
         return out
 
 
