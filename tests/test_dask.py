@@ -8,26 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import convt
+from _upsampling import assert_same_bits
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 import convt.dask  # noqa: E402
 
 EXAMPLES = max(10, int(os.environ.get("CONVT_HYPOTHESIS_EXAMPLES", "250")) // 5)
-# With BLAS (the default off x86-64) a block's GEMM may sum in another order than the whole
-# array's: equal to rounding, not bitwise.  convt's own kernels sum in a fixed order.
-BITWISE = os.environ.get("CONVT_GEMM_BACKEND", "") != "blas"
 DTYPES = (np.float16, np.float32, np.float64)
 
 
 def assert_same(lazy, expected):
-    result = lazy.compute(scheduler="synchronous")
-    assert result.shape == expected.shape and result.dtype == expected.dtype
-    if BITWISE:
-        assert result.tobytes() == expected.tobytes()
-    else:
-        np.testing.assert_allclose(result, expected, rtol=1e-3 if result.dtype == np.float16
-                                   else 1e-5)
+    assert_same_bits(lazy.compute(scheduler="synchronous"), expected)
 
 
 def chunking(draw, shape, fixed=()):
@@ -125,8 +117,7 @@ def test_threaded_scheduler_and_threads_per_block():
     for threads in (1, 2):
         lazy = convt.dask.upsample(da.from_array(x, chunks=(1, 20, 64)), 2, channel_axis=0,
                                    num_threads=threads)
-        result = lazy.compute(scheduler="threads")
-        assert result.tobytes() == expected.tobytes() or not BITWISE
+        assert_same_bits(lazy.compute(scheduler="threads"), expected)
 
 
 def test_numpy_input_is_accepted_and_errors_name_the_parameter():
@@ -153,7 +144,7 @@ def test_zarr_store_to_zarr_store(tmp_path):
     written = zarr.open_array(str(tmp_path / "out.zarr"), mode="r")
     assert written.shape == (48, 40, 36) and written.chunks == (16, 20, 18)
     expected = convt.upsample(volume, 2, kernel="cubic")
-    assert np.asarray(written[...]).tobytes() == expected.tobytes() or not BITWISE
+    assert_same_bits(written[...], expected)
 
 
 def test_docstring_examples():
