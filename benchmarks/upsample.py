@@ -161,12 +161,17 @@ def load_average():
         return None
 
 
-def report(results, repeat):
+def report(results):
     """A Markdown table: median ms per engine, and convt's speed-up over each other engine."""
+    calls = {}
+    for r in results:
+        if "times" in r:
+            calls.setdefault(r["engine"], set()).add(len(r["times"]))
+    counts = ", ".join(f"{engine} {'/'.join(map(str, sorted(n)))}" for engine, n in calls.items())
     lines = [f"# Upsampling x2: convt vs scikit-image vs scipy ({datetime.date.today()})", "",
              f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, "
-             f"Python {platform.python_version()}; median of {repeat} calls, each engine in "
-             f"its own process; float32 input, new output array per call.", ""]
+             f"Python {platform.python_version()}; medians (calls per engine: {counts}), each "
+             f"engine in its own process; float32 input, new output array per call.", ""]
     versions = sorted({r["version"] for r in results if "version" in r})
     lines += ["Versions: " + ", ".join(versions), ""]
     lines += ["| workload | kernel | " + " | ".join(f"{e} ms" for e in ENGINES)
@@ -199,6 +204,8 @@ def main():
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--only", default=",".join(WORKLOADS), help="workloads")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other engines' results of <out>/upsample-latest.json")
     parser.add_argument("--passes", action="store_true",
                         help="time one N-D call against one 1-D call per axis")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
@@ -220,14 +227,19 @@ def main():
                 shown = (f"{statistics.median(result['times']) * 1e3:.1f} ms" if "times" in result
                          else result["error"])
                 print(f"{workload:14s} {kernel:8s} {engine:8s} {shown}", flush=True)
-    text = report(results, arguments.repeat)
+    out = Path(arguments.out)
+    if arguments.merge and (out / "upsample-latest.json").exists():
+        fresh = {(r["engine"], r["workload"], r["kernel"]) for r in results}
+        kept = [r for r in json.loads((out / "upsample-latest.json").read_text())
+                if (r["engine"], r["workload"], r["kernel"]) not in fresh]
+        results = kept + results
+    text = report(results)
     after = load_average()
     if before and after:
         text += (f"\nLoad average (1 min) before and after the run: {before[0]:.2f}, "
                  f"{after[0]:.2f}.\n")
     print()
     print(text)
-    out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "upsample-latest.md").write_text(text)
     (out / "upsample-latest.json").write_text(json.dumps(results, indent=1))
