@@ -15,3 +15,12 @@ from ._upsample import upsample
 __version__ = "0.1.0"
 
 __all__ = ["ConvTranspose", "conv_transpose", "upsample", "kernels", "__version__"]
+
+
+def __getattr__(name):
+    # convt.dask is imported on first use: `import convt` never imports dask
+    if name == "dask":
+        import importlib
+
+        return importlib.import_module(".dask", __name__)
+    raise AttributeError(f"module 'convt' has no attribute {name!r}")
