@@ -8,12 +8,15 @@
 (1, 2, 16, 16)
 """
 
+from . import kernels
 from ._conv import Conv, conv
 from ._estimator import ConvTranspose, conv_transpose
+from ._upsample import upsample
 
 __version__ = "0.1.0"
 
-__all__ = ["Conv", "ConvTranspose", "conv", "conv_transpose", "explain", "__version__"]
+__all__ = ["Conv", "ConvTranspose", "conv", "conv_transpose", "explain", "upsample", "kernels",
+           "__version__"]
 
 
 def explain(layer, x_shape, w_shape, dtype="float32"):
@@ -31,3 +34,12 @@ def explain(layer, x_shape, w_shape, dtype="float32"):
     from ._engine import explain as explain_call  # loads the compiled kernels
 
     return explain_call(layer, x_shape, w_shape, dtype)
+
+
+def __getattr__(name):
+    # convt.dask is imported on first use: `import convt` never imports dask
+    if name == "dask":
+        import importlib
+
+        return importlib.import_module(".dask", __name__)
+    raise AttributeError(f"module 'convt' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Command line: ``python -m convt demo`` and ``python -m convt info``."""
+"""Command line: python -m convt demo | info | upsample IN OUT --factor F."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from . import ConvTranspose, __version__, _dispatch, _kernels
+from . import ConvTranspose, __version__, _dispatch, _kernels, kernels
 from ._arrays import SUPPORTED_NAMES
 from ._blas import describe as describe_blas
 from ._engine import explain, flop_count
@@ -27,21 +27,13 @@ def synthetic_image(size=512):
     return image.astype(np.float32)
 
 
-def bilinear_kernel(factor=2):
-    """The (2f, 2f) kernel of bilinear x f upsampling by a stride-f ConvTranspose."""
-    taps = 2 * factor
-    center = (taps - 1) / 2
-    weights = 1 - np.abs(np.arange(taps) - center) / factor
-    return np.outer(weights, weights).astype(np.float32)
-
-
 def demo():
     """Upsample a synthetic image x2 and compare with the float64 reference."""
     from ._reference import reference_conv_transpose
 
     image = synthetic_image()
     x = image[np.newaxis, np.newaxis]
-    w = bilinear_kernel()[np.newaxis, np.newaxis]
+    w = kernels.linear(2, ndim=2, dtype=np.float32)
     layer = ConvTranspose(strides=(2, 2), auto_pad="SAME_UPPER")
     layer.apply(x, w)  # warm-up: plans are cached
     times = []
@@ -95,10 +87,37 @@ def info():
     return 0
 
 
+COMMANDS = {
+    "demo": "upsample a synthetic image x2, time it and compare with a float64 reference",
+    "info": "print the version, dtypes, threads, kernel sets, BLAS and a sample call's plan",
+    "upsample": "upsample an image or volume (.npy or TIFF) by integer factors",
+}
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m convt",
+        description="convt: exact ONNX ConvTranspose and Conv for NumPy arrays, and image upsampling.",
+        epilog="Run 'python -m convt COMMAND --help' for the options of a command.")
+    parser.add_argument("--version", action="version", version=f"convt {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                     title="commands")
+    for name, summary in COMMANDS.items():
+        command = commands.add_parser(name, help=summary, description=summary[0].upper()
+                                      + summary[1:] + ".")
+        if name == "upsample":
+            from ._cli_upsample import add_arguments
+
+            add_arguments(command)
+    return parser
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m convt", description=__doc__)
-    parser.add_argument("command", choices=["demo", "info"])
-    arguments = parser.parse_args(argv)
+    arguments = _parser().parse_args(argv)
+    if arguments.command == "upsample":
+        from ._cli_upsample import run
+
+        return run(arguments)
     return demo() if arguments.command == "demo" else info()
 
 

@@ -184,6 +184,27 @@ def reaching_kernel_size(geometry, transpose=True):
     return math.prod(sum(taps for _, taps in phases) for phases in phase_tap_counts(geometry))
 
 
+def zeros_keeping_every_tap(geometry):
+    """Per spatial axis, the zeros to put on both sides of the input (with the
+    pads grown by as many strides) so that every kernel tap reaches an output:
+    0 where every tap already does.
+
+    The engines skip taps that reach no output of a call, which regroups the
+    blocked sums of the outputs they keep.  Code that computes one result in
+    pieces (dask blocks, upsampling strips and slabs) widens the small pieces
+    so that every piece sums the same products in the same order.
+    """
+    widths = []
+    for axis, phases in enumerate(phase_tap_counts(geometry)):
+        kernel = geometry.kernel_shape[axis]
+        if sum(taps for _, taps in phases) == kernel:
+            widths.append(0)
+            continue
+        stride, dilation = geometry.strides[axis], geometry.dilations[axis]
+        widths.append(-(-(kernel - 1) * dilation // stride) + 1)
+    return tuple(widths)
+
+
 @functools.lru_cache(maxsize=256)
 def performed_multiply_adds(geometry, batch, in_channels, out_channels, group, transpose=True):
     """Multiply-adds the engines perform: every (tap, output) pair of every phase
