@@ -264,28 +264,28 @@ static inline void float_to_bf16(uint16_t *p, float32x4_t v)
     vst1_u16(p, vshrn_n_u32(vbslq_u32(number, rounded, quiet), 16));
 }
 
-/* One function per row count up to MR (pairs: even counts), full and half width. */
-#define ROWS_10(M, NAME, ...)                                                             \
-    M(NAME##1, __VA_ARGS__, 1) M(NAME##2, __VA_ARGS__, 2) M(NAME##3, __VA_ARGS__, 3)       \
-    M(NAME##4, __VA_ARGS__, 4) M(NAME##5, __VA_ARGS__, 5) M(NAME##6, __VA_ARGS__, 6)       \
-    M(NAME##7, __VA_ARGS__, 7) M(NAME##8, __VA_ARGS__, 8) M(NAME##9, __VA_ARGS__, 9)       \
-    M(NAME##10, __VA_ARGS__, 10)
-#define ROWS_12(M, NAME, ...)                                                             \
-    ROWS_10(M, NAME, __VA_ARGS__) M(NAME##11, __VA_ARGS__, 11) M(NAME##12, __VA_ARGS__, 12)
-#define PAIRS_10(M, NAME, ...)                                                            \
-    M(NAME##2, __VA_ARGS__, 2) M(NAME##4, __VA_ARGS__, 4) M(NAME##6, __VA_ARGS__, 6)       \
-    M(NAME##8, __VA_ARGS__, 8) M(NAME##10, __VA_ARGS__, 10)
-#define PAIRS_12(M, NAME, ...) PAIRS_10(M, NAME, __VA_ARGS__) M(NAME##12, __VA_ARGS__, 12)
+/* One function per row count up to MR (pairs: even counts), full and half
+ * width.  Fixed arities: MSVC's traditional preprocessor would pass a
+ * forwarded __VA_ARGS__ on as one argument. */
+#define ROWS_10(M, NAME, F)                                                               \
+    M(NAME##1, F, 1) M(NAME##2, F, 2) M(NAME##3, F, 3) M(NAME##4, F, 4) M(NAME##5, F, 5)   \
+    M(NAME##6, F, 6) M(NAME##7, F, 7) M(NAME##8, F, 8) M(NAME##9, F, 9) M(NAME##10, F, 10)
+#define ROWS_12(M, NAME, F) ROWS_10(M, NAME, F) M(NAME##11, F, 11) M(NAME##12, F, 12)
+#define PAIRS_10(M, NAME, F, S)                                                           \
+    M(NAME##2, F, S, 2) M(NAME##4, F, S, 4) M(NAME##6, F, S, 6) M(NAME##8, F, S, 8)        \
+    M(NAME##10, F, S, 10)
+#define PAIRS_12(M, NAME, F, S) PAIRS_10(M, NAME, F, S) M(NAME##12, F, S, 12)
 #define ROW_TABLE_10(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10}
 #define ROW_TABLE_12(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12}
 #define PAIR_TABLE_10(P) {P##2, P##4, P##6, P##8, P##10}
 #define PAIR_TABLE_12(P) {P##2, P##4, P##6, P##8, P##10, P##12}
 
-/* The row count comes last: these adapters put it before the width. */
+/* The adapters put the row count before the width (S: the storage of the
+ * storing pairs, unused by the others). */
 #define GEMM_FULL(NAME, F, R) DEFINE_GEMM(NAME, F, R, 2)
 #define GEMM_HALF(NAME, F, R) DEFINE_GEMM(NAME, F, R, 1)
-#define PAIR_FULL(NAME, F, R) DEFINE_PAIR(NAME, F, R, 2)
-#define PAIR_HALF(NAME, F, R) DEFINE_PAIR(NAME, F, R, 1)
+#define PAIR_FULL(NAME, F, S, R) DEFINE_PAIR(NAME, F, R, 2)
+#define PAIR_HALF(NAME, F, S, R) DEFINE_PAIR(NAME, F, R, 1)
 #define STORE_FULL(NAME, F, S, R) DEFINE_PAIR_STORE(NAME, F, S, pair_##F##_r##R##_sums, R, 2)
 #define STORE_HALF(NAME, F, S, R) DEFINE_PAIR_STORE(NAME, F, S, pair_half_##F##_r##R##_sums, R, 1)
 
@@ -293,10 +293,10 @@ ROWS_12(GEMM_FULL, gemm_f32_r, F32)
 ROWS_12(GEMM_HALF, half_f32_r, F32)
 ROWS_10(GEMM_FULL, gemm_f64_r, F64)
 ROWS_10(GEMM_HALF, half_f64_r, F64)
-PAIRS_12(PAIR_FULL, pair_F32_r, F32)
-PAIRS_12(PAIR_HALF, pair_half_F32_r, F32)
-PAIRS_10(PAIR_FULL, pair_F64_r, F64)
-PAIRS_10(PAIR_HALF, pair_half_F64_r, F64)
+PAIRS_12(PAIR_FULL, pair_F32_r, F32, -)
+PAIRS_12(PAIR_HALF, pair_half_F32_r, F32, -)
+PAIRS_10(PAIR_FULL, pair_F64_r, F64, -)
+PAIRS_10(PAIR_HALF, pair_half_F64_r, F64, -)
 PAIRS_12(STORE_FULL, store_f16_r, F32, SF16)
 PAIRS_12(STORE_HALF, store_half_f16_r, F32, SF16)
 PAIRS_12(STORE_FULL, store_bf16_r, F32, SBF16)
