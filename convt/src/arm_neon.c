@@ -4,28 +4,31 @@
  * optional feature (FEAT_FP16 adds half-precision *arithmetic*, which convt
  * never does: float16 accumulates in float32).
  *
- * GEMM: 12 rows x 2 vectors (8 floats or 4 doubles).  AArch64 has 32 vector
- * registers and an FMA by vector element (FMLA v.4s, v.4s, v.s[lane]), so
- * the weights of 4 rows (2 for doubles) come in one load and are never
- * broadcast.  Per step of depth, float32: 24 accumulators + 2 B vectors + 3 A
- * vectors = 29 registers, 5 vector loads (and one offset) per 24 FMAs;
- * float64: 24 + 2 + up to 6 A vectors, 8 loads per 24 FMAs.  The cores
- * people have issue at most 3 vector loads and 4 FMAs per cycle (Apple M1-M4
- * and Neoverse V1/V2: 4 x 128-bit FMA pipes, latency 3-4; Neoverse N1/N2:
- * 2 pipes), so the loop is FMA-bound everywhere, and its 24 independent
- * chains cover the 16 (4 pipes x 4 cycles) needed to keep the pipes busy.
- * Wider blocks do not fit: 8 x 4 vectors needs 32 accumulators, 8 x 3
- * vectors gives NR = 12, whose half panels (6) are not whole vectors and
- * whose exact stacks would need phases of a multiple of 6 positions.
- * 12 rows also give 6 row pairs for the pair kernels, like AVX-512's.
- * Block sums live in registers; the block totals go through C (the
- * families' arithmetic anyway), or through a small stack tile for the pair
- * kernels that store into y, which must round once.
+ * GEMM: float32 12 rows x 2 vectors (8 floats), float64 10 rows x 2 vectors
+ * (4 doubles).  AArch64 has 32 vector registers and an FMA by vector element
+ * (FMLA v.4s, v.4s, v.s[lane]), so the weights of 4 rows (2 for doubles)
+ * come in one load and are never broadcast.  Per step of depth, float32:
+ * 24 accumulators + 2 B vectors + 3 A vectors = 29 registers, 5 vector loads
+ * (and one offset) per 24 FMAs; float64: 20 + 2 + 5 = 27 registers, 7 loads
+ * per 20 FMAs.  The pair kernels load 2 more B vectors (odd rows): 31 and 29
+ * registers; at 12 rows the float64 pairs would need 34, and GCC spills
+ * accumulators in the loop, hence 10.  The cores people have issue at most
+ * 3 vector loads and 4 FMAs per cycle (Apple M1-M4 and Neoverse V1/V2: 4 x
+ * 128-bit FMA pipes, latency 3-4; Neoverse N1/N2: 2 pipes), so the loops are
+ * FMA-bound everywhere, and their 20-24 independent chains cover the 16
+ * (4 pipes x 4 cycles) that keep the pipes busy.  Wider blocks do not fit:
+ * 8 x 4 vectors needs 32 accumulators; 8 x 3 vectors gives NR = 12, whose
+ * half panels (6) are not whole vectors and whose exact stacks would need
+ * phases of a multiple of 6 positions.  12 rows also give 6 row pairs for
+ * the pair kernels, like AVX-512's.  Block sums live in registers; the
+ * block totals go through C (the families' arithmetic anyway), or through a
+ * small stack tile for the pair kernels that store into y, which must round
+ * once.
  *
  * Half kernels (1 vector) serve a tile's last panel of <= NR / 2 positions.
- * B rows are read in place: unaligned loads cost nothing extra on these cores
- * unless they cross a cache line (64 bytes on Neoverse, 128 on Apple), so no
- * gemm_pack.  There is no masked store, so store_even is the portable one.
+ * B rows are read in place: an unaligned load costs these cores one more
+ * load slot at most, when it crosses a cache line (64 bytes on Neoverse, 128
+ * on Apple), and the loops leave load slots free, so no gemm_pack.  There is no masked store, so store_even is the portable one.
  * Direct-engine rows sum 8 vectors (32 floats) at a time: 8 FMA chains, one
  * load each.  Every product is an FMA in the families' order, so the set is
  * CONVT_SET_FUSED and matches reference.c bit for bit (with the default
@@ -38,8 +41,7 @@
 #include <math.h>
 #include <string.h>
 
-/* Rows per block: float32 12 (24 accumulators), float64 10: its pair kernels
- * would need 24 accumulators + 4 B + 6 A vectors = 34 registers at 12 rows. */
+/* Rows per block (see above). */
 #define MR_F32 12
 #define MR_F64 10
 #define MR 12 /* the most of either: sizes of the stack tiles */
