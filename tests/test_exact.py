@@ -28,6 +28,12 @@ CASES = {
 }
 
 
+# Cases whose plan has no exact stack with some set's blocking: with NEON's float64
+# panels of 4 positions, gathering k2s2_padded's taps makes a smaller operand than
+# its window tile, and exact stacks need a window.
+NOT_EXACT = {("k2s2_padded", "neon", np.dtype(np.float64))}
+
+
 def _exact_stacks(x, w, params, kernel_set):
     _, plan = plan_of(kernel_set, x, w, **params)
     return int(plan.stacks["exact"].sum())
@@ -42,7 +48,9 @@ def _operands(name, dtype, with_bias=True):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_exact_stacks_match_reference(name, dtype, kernel_set):
     x, w, b, params = _operands(name, dtype, with_bias=name != "k2s2_padded")
-    assert _exact_stacks(x, w, params, kernel_set) > 0, "the case no longer plans an exact stack"
+    exact = (name, kernel_set, np.dtype(dtype)) not in NOT_EXACT
+    assert (_exact_stacks(x, w, params, kernel_set) > 0) == exact, \
+        "the case no longer plans an exact stack" if exact else "update NOT_EXACT"
     y = run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2, **params)
     assert_matches_reference(y, x, w, b, **params)
 
