@@ -1,4 +1,5 @@
-"""Exact stacks: per-row panels over pairs of last-axis phases (the AVX-512 pair kernels)."""
+"""Exact stacks: per-row panels over pairs of last-axis phases (the pair kernels of
+AVX-512 and NEON), for each kernel set with pair kernels this machine runs."""
 
 import numpy as np
 import pytest
@@ -7,9 +8,10 @@ from convt import ConvTranspose, _dispatch
 
 from _helpers import assert_matches_reference, case_operands, plan_of, run_engine
 
-pytestmark = pytest.mark.skipif(
-    "avx512" not in _dispatch.available_kernel_sets(), reason="the pair kernels are AVX-512"
-)
+PAIR_SETS = [family.name for family in _dispatch.families()
+             if family.available and family.f32.has(_dispatch.SET_PAIRS)]
+pytestmark = pytest.mark.skipif(not PAIR_SETS, reason="no kernel set with pair kernels runs here")
+each_pair_set = pytest.mark.parametrize("kernel_set", PAIR_SETS)
 
 # x shape, w shape, attributes; each plans at least one exact stack
 CASES = {
@@ -26,8 +28,14 @@ CASES = {
 }
 
 
-def _exact_stacks(x, w, params):
-    _, plan = plan_of("avx512", x, w, **params)
+# Cases whose plan has no exact stack with some set's blocking: with NEON's float64
+# panels of 4 positions, gathering k2s2_padded's taps makes a smaller operand than
+# its window tile, and exact stacks need a window.
+NOT_EXACT = {("k2s2_padded", "neon", np.dtype(np.float64))}
+
+
+def _exact_stacks(x, w, params, kernel_set):
+    _, plan = plan_of(kernel_set, x, w, **params)
     return int(plan.stacks["exact"].sum())
 
 
@@ -35,18 +43,22 @@ def _operands(name, dtype, with_bias=True):
     return case_operands(CASES, name, dtype, with_bias)
 
 
+@each_pair_set
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_exact_stacks_match_reference(name, dtype):
+def test_exact_stacks_match_reference(name, dtype, kernel_set):
     x, w, b, params = _operands(name, dtype, with_bias=name != "k2s2_padded")
-    assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
-    y = run_engine("gemm-avx512", x, w, b, num_threads=2, **params)
+    exact = (name, kernel_set, np.dtype(dtype)) not in NOT_EXACT
+    assert (_exact_stacks(x, w, params, kernel_set) > 0) == exact, \
+        "the case no longer plans an exact stack" if exact else "update NOT_EXACT"
+    y = run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2, **params)
     assert_matches_reference(y, x, w, b, **params)
 
 
+@each_pair_set
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, monkeypatch,
+def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, kernel_set, monkeypatch,
                                                            threads_for_any_work):
     # whole grid rows still fit a tile, but tiles hold few rows, input channels
     # come in chunks of one or two, and row blocks split into groups
@@ -54,17 +66,18 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, monkey
     monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 160)
     monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 4 * 12 * 48)
     x, w, b, params = _operands(name, dtype, with_bias=True)
-    assert _exact_stacks(x, w, params) > 0, "the case no longer plans an exact stack"
+    assert _exact_stacks(x, w, params, kernel_set) > 0, "the case no longer plans an exact stack"
     for threads in (1, 2, 3):
-        y = run_engine("gemm-avx512", x, w, b, num_threads=threads, **params)
+        y = run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=threads, **params)
         assert_matches_reference(y, x, w, b, **params)
         if threads == 1:
             first = y
         np.testing.assert_array_equal(y, first)
 
 
+@each_pair_set
 @pytest.mark.parametrize("layout", ["contiguous", "channel_slice", "strided_columns"])
-def test_exact_stacks_write_into_any_output_layout(layout):
+def test_exact_stacks_write_into_any_output_layout(layout, kernel_set):
     # exact stacks store into y directly when its rows are contiguous, and go
     # through the product buffer otherwise (the public API only passes C order
     # to the engine; other layouts reach it from internal callers)
@@ -80,11 +93,12 @@ def test_exact_stacks_write_into_any_output_layout(layout):
         y = np.full((n, 3 * m, height, width), np.nan, np.float32)[:, m:2 * m]
     else:
         y = np.full((n, m, height, 2 * width), np.nan, np.float32)[..., ::2]
-    _engine.compute(x, w, b, y, geometry, attributes.group, 2, engine="gemm", backend="avx512")
+    _engine.compute(x, w, b, y, geometry, attributes.group, 2, engine="gemm", backend=kernel_set)
     assert_matches_reference(y, x, w, b, **params)
 
 
-def test_two_phases_of_a_wider_stride_are_not_exact():
+@each_pair_set
+def test_two_phases_of_a_wider_stride_are_not_exact(kernel_set):
     # stride 3, kernel 2: two residues have a tap each and stack, but they are not
     # outputs 2t and 2t + 1, so the interleaving stores must not serve them
     # (found by hypothesis: test_properties.test_wide_layers_match_reference)
@@ -92,7 +106,7 @@ def test_two_phases_of_a_wider_stride_are_not_exact():
     x = rng.standard_normal((1, 1, 8)).astype(np.float16)
     w = rng.standard_normal((1, 6, 2)).astype(np.float16)
     params = dict(strides=(3,), output_padding=(2,), auto_pad="SAME_LOWER")
-    assert _exact_stacks(x, w, params) == 0
+    assert _exact_stacks(x, w, params, kernel_set) == 0
     for dtype in (np.float16, np.float32, np.float64):
-        y = run_engine("gemm-avx512", x.astype(dtype), w.astype(dtype), None, **params)
+        y = run_engine(f"gemm-{kernel_set}", x.astype(dtype), w.astype(dtype), None, **params)
         assert_matches_reference(y, x.astype(dtype), w.astype(dtype), None, **params)

@@ -4,7 +4,9 @@
  * accumulators are fixed-size locals the compiler keeps in registers.  With
  * GCC or Clang they are written with 16-byte vector extensions, which every
  * 64-bit target maps to its SIMD registers (SSE2, NEON, VSX, z/Vector); other
- * compilers get the same loops on arrays.  Products are a multiply and an add
+ * compilers (or CONVT_NO_VECTOR_EXTENSIONS, to test that path) get the same
+ * loops on arrays.  The direct engine's rows sum blocks of outputs side by
+ * side in the same way.  Products are a multiply and an add
  * unless the compiler contracts them (it may, where FMA is part of the base
  * instruction set), so the set is not flagged CONVT_SET_FUSED.
  */
@@ -17,12 +19,12 @@
 #define NR_F64 4
 #define MR 6
 
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(CONVT_NO_VECTOR_EXTENSIONS)
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
 
 /* rows x 2 vectors of accumulators; B rows are loaded unaligned with memcpy */
-#define PORTABLE_GEMM(NAME, ROWS, T, V, LANES)                                            \
+#define PORTABLE_GEMM(NAME, ROWS, T, V, LANES, SPLAT)                                     \
     static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,            \
                      const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate,       \
                      T *pack_to)                                                          \
@@ -39,7 +41,7 @@ typedef double v2d __attribute__((vector_size(16)));
                 memcpy(&b0, b + offsets[k], sizeof b0);                                   \
                 memcpy(&b1, b + offsets[k] + (LANES), sizeof b1);                         \
                 for (i = 0; i < (ROWS); ++i) {                                            \
-                    V weight = (V){0} + a[i];                                             \
+                    V weight = SPLAT(a[i]);                                               \
                     acc[i][0] += weight * b0;                                             \
                     acc[i][1] += weight * b1;                                             \
                 }                                                                         \
@@ -58,8 +60,11 @@ typedef double v2d __attribute__((vector_size(16)));
             accumulate = 1;                                                               \
         }                                                                                 \
     }
-#define PORTABLE_F32(NAME, ROWS) PORTABLE_GEMM(NAME, ROWS, float, v4f, 4)
-#define PORTABLE_F64(NAME, ROWS) PORTABLE_GEMM(NAME, ROWS, double, v2d, 2)
+/* (V){0} + x would be an addition: it turns -0 into +0, so it stays */
+#define SPLAT_4(x) ((v4f){(x), (x), (x), (x)})
+#define SPLAT_2(x) ((v2d){(x), (x)})
+#define PORTABLE_F32(NAME, ROWS) PORTABLE_GEMM(NAME, ROWS, float, v4f, 4, SPLAT_4)
+#define PORTABLE_F64(NAME, ROWS) PORTABLE_GEMM(NAME, ROWS, double, v2d, 2, SPLAT_2)
 #else
 #define PORTABLE_GEMM(NAME, ROWS, T, NR)                                                  \
     static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,            \
@@ -94,26 +99,74 @@ typedef double v2d __attribute__((vector_size(16)));
 PORTABLE_ROWS(F32)
 PORTABLE_ROWS(F64)
 
-/* Direct-engine rows: interior outputs (every tap inside the input) without
- * bounds checks, the edges with them; taps outside the input contribute nothing. */
+/* Direct-engine rows: the interior (every tap inside the input) in blocks of
+ * ROW_BLOCK outputs summed side by side, so the compiler vectorises across
+ * outputs; each output still sums its sources, then taps, in order.  The rest
+ * of the interior and the edges (bounds checked: taps outside the input
+ * contribute nothing) one output at a time. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(CONVT_NO_VECTOR_EXTENSIONS)
+/* 8 vectors of accumulators: 8 independent add chains */
+#define ROW_VECTORS 8
+#define PORTABLE_ROW(NAME, T, V, LANES, SPLAT)                                            \
+    void NAME(ptrdiff_t sources, const T *const *x, const T *w, ptrdiff_t taps,           \
+              const ptrdiff_t *offsets, ptrdiff_t in_size, ptrdiff_t count, T *out,       \
+              int accumulate)                                                             \
+    {                                                                                     \
+        ptrdiff_t t, lo, hi, s, j;                                                        \
+        int n;                                                                            \
+        convt_row_interior(taps, offsets, in_size, count, &lo, &hi);                      \
+        for (t = 0; t < lo; ++t) CONVT_ROW_EDGE(T, t, CONVT_MUL_ADD)                      \
+        for (t = lo; t + ROW_VECTORS * (LANES) <= hi; t += ROW_VECTORS * (LANES)) {       \
+            V sums[ROW_VECTORS];                                                          \
+            for (n = 0; n < ROW_VECTORS; ++n) {                                           \
+                sums[n] = SPLAT((T)0);                                                    \
+                if (accumulate) memcpy(&sums[n], out + t + n * (LANES), sizeof(V));       \
+            }                                                                             \
+            for (s = 0; s < sources; ++s)                                                 \
+                for (j = 0; j < taps; ++j) {                                              \
+                    const T *row = x[s] + t + offsets[j];                                 \
+                    V weight = SPLAT(w[s * taps + j]);                                    \
+                    for (n = 0; n < ROW_VECTORS; ++n) {                                   \
+                        V value;                                                          \
+                        memcpy(&value, row + n * (LANES), sizeof value);                  \
+                        sums[n] += weight * value;                                        \
+                    }                                                                     \
+                }                                                                         \
+            for (n = 0; n < ROW_VECTORS; ++n)                                             \
+                memcpy(out + t + n * (LANES), &sums[n], sizeof(V));                       \
+        }                                                                                 \
+        for (; t < count; ++t) CONVT_ROW_EDGE(T, t, CONVT_MUL_ADD)                        \
+    }
+PORTABLE_ROW(convt_portable_row_f32, float, v4f, 4, SPLAT_4)
+PORTABLE_ROW(convt_portable_row_f64, double, v2d, 2, SPLAT_2)
+#else
+/* fixed-length inner loops, which compilers vectorise */
+#define ROW_BLOCK 16
 #define PORTABLE_ROW(NAME, T)                                                             \
     void NAME(ptrdiff_t sources, const T *const *x, const T *w, ptrdiff_t taps,           \
               const ptrdiff_t *offsets, ptrdiff_t in_size, ptrdiff_t count, T *out,       \
               int accumulate)                                                             \
     {                                                                                     \
         ptrdiff_t t, lo, hi, s, j;                                                        \
+        int n;                                                                            \
         convt_row_interior(taps, offsets, in_size, count, &lo, &hi);                      \
-        for (t = 0; t < lo; ++t) CONVT_ROW_EDGE(T, t, CONVT_MUL_ADD)                            \
-        for (t = lo; t < hi; ++t) {                                                       \
-            T sum = accumulate ? out[t] : (T)0;                                           \
+        for (t = 0; t < lo; ++t) CONVT_ROW_EDGE(T, t, CONVT_MUL_ADD)                      \
+        for (t = lo; t + ROW_BLOCK <= hi; t += ROW_BLOCK) {                               \
+            T sums[ROW_BLOCK];                                                            \
+            for (n = 0; n < ROW_BLOCK; ++n) sums[n] = accumulate ? out[t + n] : (T)0;     \
             for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j) sum += w[s * taps + j] * x[s][t + offsets[j]]; \
-            out[t] = sum;                                                                 \
+                for (j = 0; j < taps; ++j) {                                              \
+                    const T *row = x[s] + t + offsets[j];                                 \
+                    T weight = w[s * taps + j];                                           \
+                    for (n = 0; n < ROW_BLOCK; ++n) sums[n] += weight * row[n];           \
+                }                                                                         \
+            for (n = 0; n < ROW_BLOCK; ++n) out[t + n] = sums[n];                         \
         }                                                                                 \
-        for (t = hi; t < count; ++t) CONVT_ROW_EDGE(T, t, CONVT_MUL_ADD)                        \
+        for (; t < count; ++t) CONVT_ROW_EDGE(T, t, CONVT_MUL_ADD)                        \
     }
 PORTABLE_ROW(convt_portable_row_f32, float)
 PORTABLE_ROW(convt_portable_row_f64, double)
+#endif
 
 #define PORTABLE_RUNS(S, T)                                                               \
     void convt_portable_interleave_##S(T *y, const T *even, const T *odd, ptrdiff_t pairs, \

@@ -11,6 +11,9 @@ static const convt_family families[] = {
                    | CONVT_CPU_AVX512VL,
      &convt_avx512_f32, &convt_avx512_f64},
 #endif
+#ifdef CONVT_AARCH64
+    {"neon", CONVT_CPU_NEON, &convt_neon_f32, &convt_neon_f64},
+#endif
 };
 
 int convt_family_count(void)

@@ -8,6 +8,9 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #define CONVT_X86_64 1
 #endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define CONVT_AARCH64 1
+#endif
 
 /* GCC and Clang (clang-cl included) compile intrinsics only inside functions
  * whose target allows them; MSVC accepts them anywhere. */
@@ -17,6 +20,15 @@
 #define CONVT_TARGET(features)
 #endif
 
+/* A function the compiler must not inline (see arm_neon.c's storing pairs). */
+#if defined(__GNUC__) || defined(__clang__)
+#define CONVT_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define CONVT_NOINLINE __declspec(noinline)
+#else
+#define CONVT_NOINLINE
+#endif
+
 extern const convt_kernels_f32 convt_portable_f32;
 extern const convt_kernels_f64 convt_portable_f64;
 #ifdef CONVT_X86_64
@@ -24,6 +36,10 @@ extern const convt_kernels_f32 convt_avx2_f32;
 extern const convt_kernels_f64 convt_avx2_f64;
 extern const convt_kernels_f32 convt_avx512_f32;
 extern const convt_kernels_f64 convt_avx512_f64;
+#endif
+#ifdef CONVT_AARCH64
+extern const convt_kernels_f32 convt_neon_f32;
+extern const convt_kernels_f64 convt_neon_f64;
 #endif
 
 /* Outputs t in [lo, hi) of a row read every tap inside the input: no bounds

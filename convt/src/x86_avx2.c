@@ -11,7 +11,7 @@
 #include "sets.h"
 
 #ifdef CONVT_X86_64
-#include <immintrin.h>
+#include "x86_intrinsics.h"
 #include <math.h>
 #include <string.h>
 

@@ -15,7 +15,7 @@
 #include "sets.h"
 
 #ifdef CONVT_X86_64
-#include <immintrin.h>
+#include "x86_intrinsics.h"
 
 #define AVX512 CONVT_TARGET("avx512f,avx512vl,avx2,fma,f16c")
 #define MR 12
