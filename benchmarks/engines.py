@@ -24,12 +24,14 @@ import functools
 import gc
 import importlib
 import importlib.metadata
+import importlib.util
 import subprocess
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
 from workers import Unavailable
 from workloads import Workload, make_inputs, reference_output, torch_conv_transpose
 
@@ -43,15 +45,6 @@ ENGINE_LABELS: dict[str, str] = {
 }
 CONVT_ENGINES: tuple[str, ...] = ("convt", "convt_out")  # never the "fastest other"
 OTHER_ENGINES: tuple[str, ...] = tuple(name for name in ENGINE_NAMES if name not in CONVT_ENGINES)
-# The Python distribution each engine comes from, for version reports.
-DISTRIBUTIONS: dict[str, str] = {
-    "convt": "convt",
-    "convt_out": "convt",
-    "torch": "torch",
-    "onnxruntime": "onnxruntime",
-    "openvino": "openvino",
-}
-
 # Engines that compute some storage dtypes in a lower precision. They are
 # timed and shown, but not counted as the "fastest other" engine for that
 # dtype: a float32 result is not a float64 result.
@@ -90,13 +83,17 @@ def distribution_version(name: str) -> str | None:
 
 
 def convt_revision() -> str | None:
-    """`git describe` of the convt source tree next to benchmarks/ ('-dirty' if modified), None outside git."""
+    """`git describe --dirty` of the source tree the installed convt is imported from
+    (found without importing it), None if convt is not installed or not in git."""
+    spec = importlib.util.find_spec("convt")
+    if spec is None or spec.origin is None:
+        return None
     try:
         done = subprocess.run(
             ["git", "describe", "--always", "--dirty"],
             capture_output=True,
             text=True,
-            cwd=Path(__file__).resolve().parent,
+            cwd=Path(spec.origin).parent,
             timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -307,12 +304,17 @@ def output_errors(output: np.ndarray, reference: np.ndarray | None) -> dict:
 
 
 def time_one_call(call: Call) -> float:
-    """Wall time of one call in ms, with the garbage collector paused."""
+    """Wall time of one call in ms, with the garbage collector paused.
+
+    The output is released after the clock stops: its deallocation is not timed.
+    """
     gc.disable()
     try:
         start = time.perf_counter()
-        call()
-        return (time.perf_counter() - start) * 1e3
+        output = call()
+        elapsed = time.perf_counter() - start
+        del output
+        return elapsed * 1e3
     finally:
         gc.enable()
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from engines import ENGINE_LABELS, ENGINE_NAMES, PREPARERS
 from machine import cpu_description, cpu_line, usable_cores
 from threadpoolctl import threadpool_limits
+
 from workers import describe_failure
 from workloads import Workload, make_inputs
 

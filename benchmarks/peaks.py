@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
 from workers import Unavailable
 
 SOURCE = Path(__file__).resolve().parent / "fma_peak.c"

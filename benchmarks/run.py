@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from engines import DISTRIBUTIONS, ENGINE_NAMES, convt_revision, distribution_version
+from engines import ENGINE_NAMES, convt_revision, distribution_version
 from machine import cpu_description, load_snapshot, other_processes_load, usable_cores, wait_until_idle
 from report import update_readme, write_reports
 from workers import TaskFailed, Worker, WorkerFailed, describe_failure
@@ -316,7 +316,6 @@ def run(args: argparse.Namespace) -> dict:
         | {name: distribution_version(name) for name in VERSIONED},
         "convt_revision": convt_revision(),
         "engines": args.engines,
-        "engine_distributions": {engine: DISTRIBUTIONS[engine] for engine in args.engines},
         "thread_pools": pools,
         "other_processes_cpu_load": other_processes_load(load_start, load_snapshot()),
         "peaks": {"before": peaks_before, "after": peaks_after, "best": best_of(peaks_before, peaks_after)},
