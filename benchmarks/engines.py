@@ -1,6 +1,7 @@
 """The engines under comparison, and the tasks a worker process runs for them.
 
-Driver side: ENGINE_NAMES, labels and precision notes. Worker side (the
+Driver side: ENGINE_NAMES, labels, precision notes, and `prepare_in` and
+`time_in_turn`, which drive worker processes. Worker side (the
 TASKS at the bottom, run by workers.serve in a process of its own per engine
 and thread count): `prepare` does all the one-off work (imports, thread
 settings, model building, compilation, tensor conversion), makes one call and
@@ -25,6 +26,7 @@ import gc
 import importlib
 import importlib.metadata
 import importlib.util
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -32,7 +34,8 @@ from typing import Callable
 
 import numpy as np
 
-from workers import Unavailable
+from machine import wait_until_idle
+from workers import TaskFailed, Unavailable, Worker, WorkerFailed, describe_failure
 from workloads import Workload, make_inputs, reference_output, torch_conv_transpose
 
 ENGINE_NAMES: tuple[str, ...] = ("convt", "convt_out", "torch", "onnxruntime", "openvino")
@@ -99,6 +102,50 @@ def convt_revision() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None
+
+
+def prepare_in(
+    worker: Worker, engine: str, workload: Workload, threads: int | None, reference_path: str | None = None
+) -> dict:
+    """Have `worker` prepare `engine` for `workload` (the `prepare` task below): the errors of its
+    first call against the reference, or {"unavailable": reason}."""
+    try:
+        return worker.call("prepare", engine, workload, threads, reference_path)
+    except (TaskFailed, WorkerFailed) as exc:
+        return {"unavailable": describe_failure(exc)}
+
+
+def time_in_turn(
+    workers: dict[str, Worker], repeat: int, watched: Callable[[], list[int]]
+) -> dict[str, dict]:
+    """Time the prepared call of every worker `repeat` times, one call each per round.
+
+    The order rotates every round, so that no worker always follows the same
+    one. Before each timed call the driver waits until the processes
+    `watched()` use no CPU (no pool left spinning), then the worker makes one
+    untimed priming call and one timed call. Returns, per key of `workers`,
+    {"times_ms": [...], "median_ms": m}, or {"unavailable": reason} if it
+    failed mid-way.
+    """
+    times_ms: dict[str, list[float]] = {key: [] for key in workers}
+    failures: dict[str, str] = {}
+    keys = list(workers)
+    for round_index in range(repeat):
+        shift = round_index % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            if key in failures:
+                continue
+            wait_until_idle(watched())
+            try:
+                times_ms[key] += workers[key].call("time_calls", 1, 0.0, True)
+            except (TaskFailed, WorkerFailed) as exc:
+                failures[key] = describe_failure(exc)
+    return {
+        key: {"unavailable": failures[key]}
+        if key in failures
+        else {"times_ms": times_ms[key], "median_ms": statistics.median(times_ms[key])}
+        for key in workers
+    }
 
 
 # ---------------------------------------------------------------------------

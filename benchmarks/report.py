@@ -165,7 +165,7 @@ def geometric_mean_line(run: dict, set_name: str, threads: int) -> str:
     values = ratios(run, set_name, threads)
     mean = geometric_mean(values)
     if mean is None:
-        return f"Geometric mean of the ratio at {threads_text(threads)}: n/a (convt or every other engine missing)."
+        return f"Geometric mean of the ratio at {threads_text(threads)}: n/a (convt or the others missing)."
     return (
         f"Geometric mean of the ratio at {threads_text(threads)}: **{mean:.2f}×** over {len(values)} "
         f"workload(s); lowest {min(values):.2f}×."
@@ -343,11 +343,11 @@ def header_lines(run: dict) -> list[str]:
         f"- Platform: {run['machine']['platform']}",
         f"- Versions: {versions}; convt source at `{run.get('convt_revision') or 'unknown'}`",
         f"- Thread pools loaded in each engine's worker: {pools or 'n/a'}",
-        f"- Method: every engine in its own worker process (one per engine and thread count); the driver "
-        f"times them in turn, the order rotating every round, after waiting until no worker uses CPU; each "
-        f"timed call follows an untimed priming call of the same engine. Times are medians of {run['repeat']} "
-        "calls, timed inside the worker (perf_counter, GC paused). Every engine returns a fresh output array, "
-        "except `convt out=`, which writes into a reused `out=` array.",
+        "- Method: every engine in its own worker process (one per engine and thread count); the driver "
+        "times them in turn, the order rotating every round, after waiting until no worker uses CPU; each "
+        "timed call follows an untimed priming call of the same engine. Times are medians of "
+        f"{run['repeat']} calls, timed inside the worker (perf_counter, GC paused). Every engine returns a "
+        "fresh output array, except `convt out=`, which writes into a reused `out=` array.",
         "- Timing spread (median IQR / median of the repeats): "
         + ("n/a" if spread is None else f"{100 * spread:.0f}%; raw timings are in latest.json"),
         "- CPU used by other processes (or stolen by the hypervisor) during the run: "
@@ -411,8 +411,8 @@ def update_readme(run: dict, readme: Path) -> Path:
         "",
         f"{run['date']}, {machine['model_name']} (family {machine['family']}, model {machine['model']}); "
         f"{peaks_sentence(run)}. Each engine in its own process, fresh output arrays (`convt out=`: a "
-        f"reused `out=` array), medians of {run['repeat']} calls; ratio = fastest other / convt. Full report, "
-        "extended set and accuracy: [benchmarks/results/latest.md](benchmarks/results/latest.md).",
+        f"reused `out=` array), medians of {run['repeat']} calls; ratio = fastest other / convt. Full "
+        "report, extended set and accuracy: [benchmarks/results/latest.md](benchmarks/results/latest.md).",
         "",
     ]
     if "table" in sets_in(run):

@@ -32,7 +32,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from engines import ENGINE_LABELS, convt_revision, distribution_version
+from engines import ENGINE_LABELS, convt_revision, distribution_version, prepare_in, time_in_turn
 from machine import (
     cpu_description,
     cpu_line,
@@ -50,6 +50,7 @@ BUSY_TARGET = 1.3  # issue 11: default threads at most 1.3x slower than num_thre
 FIRST_CALL_TARGET_MS = 100.0
 LATENCY_PAUSE_SECONDS = 0.05
 BACK_TO_BACK_CALLS = 200
+WARM_UP_CALLS = 20
 SPINNER_CODE = "while True:\n    pass\n"
 
 # The busy sweep: image upsampling (one channel, memory-bound) from a tiny map
@@ -81,9 +82,14 @@ import_done = time.perf_counter()
 scipy_after_import = "scipy" in sys.modules
 convt.ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1)).apply(x, w)
 apply_done = time.perf_counter()
-print(json.dumps({"numpy_ms": 1e3 * (numpy_done - start), "import_ms": 1e3 * (import_done - numpy_done),
-                  "apply_ms": 1e3 * (apply_done - import_done), "above_numpy_ms": 1e3 * (apply_done - numpy_done),
-                  "scipy_after_import": scipy_after_import, "scipy_after_apply": "scipy" in sys.modules}))
+print(json.dumps({
+    "numpy_ms": 1e3 * (numpy_done - start),
+    "import_ms": 1e3 * (import_done - numpy_done),
+    "apply_ms": 1e3 * (apply_done - import_done),
+    "above_numpy_ms": 1e3 * (apply_done - numpy_done),
+    "scipy_after_import": scipy_after_import,
+    "scipy_after_apply": "scipy" in sys.modules,
+}))
 """
 
 
@@ -116,7 +122,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------------------
-# Helpers
+# Part 1: busy machine
+
+# The two configurations compared: label -> num_threads.
+BUSY_CONFIGURATIONS: dict[str, int | None] = {"default": None, "1 thread": 1}
 
 
 @contextmanager
@@ -132,53 +141,22 @@ def spinners(count: int):
             process.wait()
 
 
-def median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def prepare(worker: Worker, engine: str, workload: Workload, threads: int | None) -> str | None:
-    """Prepare `engine` in `worker`; the reason it cannot run, or None."""
-    try:
-        worker.call("prepare", engine, workload, threads, None)
-        return None
-    except (TaskFailed, WorkerFailed) as exc:
-        return describe_failure(exc)
-
-
-def timed(worker: Worker, pids: list[int], count: int, pause: float = 0.0, prime: bool = True) -> list[float]:
-    """Times (ms) of `count` calls of the prepared call in `worker`, after all `pids` are idle."""
-    wait_until_idle(pids)
-    return worker.call("time_calls", count, pause, prime)
-
-
-# ---------------------------------------------------------------------------
-# Part 1: busy machine
-
-
 def busy_sweep(repeat: int) -> dict:
-    """convt with default threads against num_threads=1, quiet then with every core busy."""
-    workers = {
-        "default": Worker("convt default", "engines", None),
-        "one": Worker("convt 1 thread", "engines", None),
-    }
-    for worker in workers.values():
-        worker.start()
-    pids = [worker.pid for worker in workers.values()]
+    """convt with default threads against num_threads=1, quiet, then with every core busy."""
+    workers = {label: Worker(f"convt {label}", "engines", None) for label in BUSY_CONFIGURATIONS}
     rows = {workload.name: {"shape": workload.describe()} for workload in BUSY_SWEEP}
     try:
         for condition in ("quiet", "busy"):
             with spinners(usable_cores() if condition == "busy" else 0):
                 for workload in BUSY_SWEEP:
-                    prepared = {
-                        "default": prepare(workers["default"], "convt", workload, None) or workers["default"],
-                        "one": prepare(workers["one"], "convt", workload, 1) or workers["one"],
-                    }
-                    rows[workload.name][condition] = measure_pair(prepared, pids, repeat)
+                    rows[workload.name][condition] = busy_pair(workers, workload, repeat)
+                    summary = rows[workload.name][condition]
                     print(
                         f"busy sweep {condition:<5} {workload.name:<12} "
-                        f"{format_optional_ms(rows[workload.name][condition]['default_ms'])} ms vs "
-                        f"{format_optional_ms(rows[workload.name][condition]['one_ms'])} ms",
-                        flush=True,
+                        + ", ".join(
+                            f"{label} {format_optional_ms(summary[label])} ms"
+                            for label in BUSY_CONFIGURATIONS
+                        )
                     )
     finally:
         for worker in workers.values():
@@ -186,29 +164,20 @@ def busy_sweep(repeat: int) -> dict:
     return {"spinners": usable_cores(), "rows": rows}
 
 
-def measure_pair(prepared: dict[str, Worker | str], pids: list[int], repeat: int) -> dict:
-    """Median ms of each prepared worker (or the reason it failed to prepare), interleaved over
-    `repeat` rounds, and the ratio default / one."""
-    times: dict[str, list[float]] = {key: [] for key in prepared}
-    result: dict = {}
-    for round_index in range(repeat):
-        keys = list(prepared) if round_index % 2 == 0 else list(reversed(prepared))
-        for key in keys:
-            worker = prepared[key]
-            if isinstance(worker, str) or f"{key}_unavailable" in result:
-                continue
-            try:
-                times[key] += timed(worker, pids, 1)
-            except (TaskFailed, WorkerFailed) as exc:
-                result[f"{key}_unavailable"] = describe_failure(exc)
-    for key, worker in prepared.items():
-        if isinstance(worker, str):
-            result[f"{key}_unavailable"] = worker
-        result[f"{key}_ms"] = median_or_none(times[key])
-        result[f"{key}_times_ms"] = times[key]
-    if result["default_ms"] and result["one_ms"]:
-        result["ratio"] = result["default_ms"] / result["one_ms"]
-    return result
+def busy_pair(workers: dict[str, Worker], workload: Workload, repeat: int) -> dict:
+    """Median ms of both configurations on `workload` (or the reason one failed) and their ratio."""
+    results = {
+        label: prepare_in(worker, "convt", workload, BUSY_CONFIGURATIONS[label])
+        for label, worker in workers.items()
+    }
+    ready = {label: workers[label] for label, result in results.items() if "unavailable" not in result}
+    pids = [worker.pid for worker in workers.values() if worker.pid]
+    if ready:
+        results |= time_in_turn(ready, repeat, lambda: pids)
+    summary = {label: result.get("median_ms") for label, result in results.items()}
+    if summary["default"] and summary["1 thread"]:
+        summary["ratio"] = summary["default"] / summary["1 thread"]
+    return summary | {"details": results}
 
 
 # ---------------------------------------------------------------------------
@@ -230,33 +199,44 @@ def latency(threads: int, repeat: int) -> dict:
     """Back-to-back and after-pause times of tiny calls, every configuration in its own worker."""
     configurations = latency_configurations(threads)
     workers = [Worker(label, "engines", None) for label, _, _ in configurations]
-    for worker in workers:
-        worker.start()
-    pids = [worker.pid for worker in workers]
-    results: dict = {}
+    rows: dict = {}
     try:
         for workload in LATENCY_WORKLOADS:
-            results[workload.name] = {"shape": workload.describe()}
+            results = {}
             for worker, (label, engine, count) in zip(workers, configurations):
-                results[workload.name][label] = latency_of(worker, engine, workload, count, pids, repeat)
-                print(f"latency {workload.name} {label}: {results[workload.name][label]}", flush=True)
+                results[label] = latency_of(worker, engine, workload, count, workers, repeat)
+                print(
+                    f"latency {workload.name} {label}: "
+                    + ", ".join(
+                        f"{key} {format_ms(results[label][key])}"
+                        for key in ("back_to_back_ms", "after_pause_ms")
+                        if key in results[label]
+                    )
+                )
+            rows[workload.name] = {"shape": workload.describe(), "engines": results}
     finally:
         for worker in workers:
             worker.stop()
-    return {"pause_seconds": LATENCY_PAUSE_SECONDS, "back_to_back_calls": BACK_TO_BACK_CALLS, "rows": results}
+    return {"pause_seconds": LATENCY_PAUSE_SECONDS, "back_to_back_calls": BACK_TO_BACK_CALLS, "rows": rows}
 
 
 def latency_of(
-    worker: Worker, engine: str, workload: Workload, threads: int | None, pids: list[int], repeat: int
+    worker: Worker, engine: str, workload: Workload, threads: int | None, everyone: list[Worker], repeat: int
 ) -> dict:
-    """Median ms back to back (BACK_TO_BACK_CALLS calls in a row) and after an idle pause."""
-    reason = prepare(worker, engine, workload, threads)
-    if reason:
-        return {"unavailable": reason}
+    """Median ms back to back (BACK_TO_BACK_CALLS calls in a row, after WARM_UP_CALLS) and
+    after an idle pause of LATENCY_PAUSE_SECONDS before each call (2 x `repeat` calls)."""
+    prepared = prepare_in(worker, engine, workload, threads)
+    if "unavailable" in prepared:
+        return prepared
+
+    def times(count: int, pause: float) -> list[float]:
+        wait_until_idle([other.pid for other in everyone if other.pid])
+        return worker.call("time_calls", count, pause, False)
+
     try:
-        timed(worker, pids, 20, prime=False)  # warm-up: caches, plans, pools
-        back_to_back = timed(worker, pids, BACK_TO_BACK_CALLS, prime=False)
-        after_pause = timed(worker, pids, 2 * repeat, LATENCY_PAUSE_SECONDS, prime=False)
+        times(WARM_UP_CALLS, 0.0)
+        back_to_back = times(BACK_TO_BACK_CALLS, 0.0)
+        after_pause = times(2 * repeat, LATENCY_PAUSE_SECONDS)
     except (TaskFailed, WorkerFailed) as exc:
         return {"unavailable": describe_failure(exc)}
     return {
@@ -308,43 +288,34 @@ def format_optional_ms(value: float | None) -> str:
 
 
 def busy_lines(busy: dict) -> list[str]:
+    """The busy-machine section: one row per size, the worst ratio against the target."""
     header = [
         "workload",
         "shape",
-        "quiet default ms",
-        "quiet 1 thread ms",
-        "busy default ms",
-        "busy 1 thread ms",
+        *(f"{condition} {label} ms" for condition in ("quiet", "busy") for label in BUSY_CONFIGURATIONS),
         "busy ratio default / 1 thread",
     ]
     rows, ratios = [], []
     for name, row in busy["rows"].items():
-        quiet, loaded = row.get("quiet", {}), row.get("busy", {})
-        ratio = loaded.get("ratio")
+        cells = [
+            format_optional_ms(row[condition].get(label))
+            for condition in ("quiet", "busy")
+            for label in BUSY_CONFIGURATIONS
+        ]
+        ratio = row["busy"].get("ratio")
         ratios += [ratio] if ratio else []
-        rows.append(
-            [
-                name,
-                row["shape"],
-                format_optional_ms(quiet.get("default_ms")),
-                format_optional_ms(quiet.get("one_ms")),
-                format_optional_ms(loaded.get("default_ms")),
-                format_optional_ms(loaded.get("one_ms")),
-                "n/a" if ratio is None else f"{ratio:.2f}×",
-            ]
-        )
-    verdict = (
-        f"Worst busy ratio {max(ratios):.2f}× (target: at most {BUSY_TARGET}×): "
-        f"{'met' if max(ratios) <= BUSY_TARGET else 'NOT met'}."
-        if ratios
-        else "No busy ratio measured."
-    )
+        rows.append([name, row["shape"], *cells, "n/a" if ratio is None else f"{ratio:.2f}×"])
+    if ratios:
+        met = "met" if max(ratios) <= BUSY_TARGET else "NOT met"
+        verdict = f"Worst busy ratio {max(ratios):.2f}× (target: at most {BUSY_TARGET}×): {met}."
+    else:
+        verdict = "No busy ratio measured."
     return [
         "## Busy machine: default threads against num_threads=1",
         "",
-        f"While {busy['spinners']} CPU-bound spinner process(es) (`while True: pass`, one per core) run, each "
-        "call is timed after an untimed priming call of the same worker; medians of the interleaved repeats. "
-        "The quiet columns are the same calls without spinners.",
+        f"While {busy['spinners']} CPU-bound spinner process(es) (`while True: pass`, one per core) run, "
+        "each call is timed after an untimed priming call of the same worker; medians of the interleaved "
+        "repeats. The quiet columns are the same calls without spinners.",
         "",
         *markdown_table(header, rows),
         "",
@@ -354,25 +325,25 @@ def busy_lines(busy: dict) -> list[str]:
 
 
 def latency_lines(latency_result: dict) -> list[str]:
+    """The latency section: one table per tiny workload."""
     lines = [
         "## Latency of tiny calls",
         "",
-        f"Back to back: median of {latency_result['back_to_back_calls']} calls in a row (after 20 warm-up calls). "
-        f"After a pause: median of calls each made {1e3 * latency_result['pause_seconds']:.0f} ms after the "
-        "previous one returned (thread pools parked, idle cores asleep). Each configuration in its own process.",
+        f"Back to back: median of {latency_result['back_to_back_calls']} calls in a row (after "
+        f"{WARM_UP_CALLS} warm-up calls). After a pause: median of calls each made "
+        f"{1e3 * latency_result['pause_seconds']:.0f} ms after the previous one returned (thread pools "
+        "parked, idle cores asleep). Each configuration in its own process.",
         "",
     ]
     for name, row in latency_result["rows"].items():
-        table = []
-        for label, result in row.items():
-            if label == "shape":
-                continue
-            if "unavailable" in result:
-                table.append([label, "n/a", "n/a"])
-            else:
-                table.append(
-                    [label, format_ms(result["back_to_back_ms"]), format_ms(result["after_pause_ms"])]
-                )
+        table = [
+            [
+                label,
+                format_optional_ms(result.get("back_to_back_ms")),
+                format_optional_ms(result.get("after_pause_ms")),
+            ]
+            for label, result in row["engines"].items()
+        ]
         lines += [
             f"**{name}** ({row['shape']})",
             "",
@@ -383,17 +354,18 @@ def latency_lines(latency_result: dict) -> list[str]:
 
 
 def first_call_lines(first: dict) -> list[str]:
+    """The first-call section, against the target."""
     if "unavailable" in first:
         return ["## First call", "", f"n/a: {first['unavailable']}", ""]
-    met = first["above_numpy_ms"] <= FIRST_CALL_TARGET_MS
+    met = "met" if first["above_numpy_ms"] <= FIRST_CALL_TARGET_MS else "NOT met"
     return [
         "## First call in a fresh interpreter",
         "",
-        f"`import convt` plus the first `apply` (1x8->4 16x16 k4 s2 p1), above `import numpy`: median "
+        "`import convt` plus the first `apply` (1x8->4 16x16 k4 s2 p1), above `import numpy`: median "
         f"**{first['above_numpy_ms']:.1f} ms** over {len(first['runs'])} fresh interpreters (import "
-        f"{first['import_ms']:.1f} ms, first apply {first['apply_ms']:.1f} ms; worst {first['max_above_numpy_ms']:.1f} "
-        f"ms; `import numpy` itself {first['numpy_ms']:.1f} ms). Target at most {FIRST_CALL_TARGET_MS:.0f} ms: "
-        f"{'met' if met else 'NOT met'}.",
+        f"{first['import_ms']:.1f} ms, first apply {first['apply_ms']:.1f} ms; worst "
+        f"{first['max_above_numpy_ms']:.1f} ms; `import numpy` itself {first['numpy_ms']:.1f} ms). "
+        f"Target at most {FIRST_CALL_TARGET_MS:.0f} ms: {met}.",
         "",
         f"scipy imported after `import convt`: {first['scipy_after_import']}; after the first apply: "
         f"{first['scipy_after_apply']}.",

@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from engines import ENGINE_NAMES, convt_revision, distribution_version
+from engines import ENGINE_NAMES, convt_revision, distribution_version, prepare_in, time_in_turn
 from machine import cpu_description, load_snapshot, other_processes_load, usable_cores, wait_until_idle
 from report import update_readme, write_reports
 from workers import TaskFailed, Worker, WorkerFailed, describe_failure
@@ -167,75 +166,33 @@ def write_reference(workers: Workers, workload: Workload, directory: str) -> tup
         return None, "unavailable: " + describe_failure(exc)
 
 
-def prepare_engines(
-    engine_workers: dict[str, Worker], workload: Workload, threads: int, reference_path: str | None
-) -> dict[str, dict]:
-    """Build every engine in its worker, make its first call and measure its error.
-
-    An engine that fails gets {"unavailable": reason}.
-    """
-    results = {}
-    for engine, worker in engine_workers.items():
-        try:
-            results[engine] = worker.call("prepare", engine, workload, threads, reference_path)
-        except (TaskFailed, WorkerFailed) as exc:
-            results[engine] = {"unavailable": describe_failure(exc)}
-    return results
-
-
-def time_round_robin(
-    engine_workers: dict[str, Worker], repeat: int, all_workers: Workers
-) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Time `repeat` calls per engine, one per round, in milliseconds.
-
-    The engine order rotates every round so no engine always follows the
-    same one. Before each timed call the driver waits until every worker
-    process is idle (no spinning pool left), then the worker makes one
-    untimed priming call and one timed call. Returns the timings and the
-    engines that failed mid-way.
-    """
-    times_ms: dict[str, list[float]] = {engine: [] for engine in engine_workers}
-    failures: dict[str, str] = {}
-    names = list(engine_workers)
-    for round_index in range(repeat):
-        shift = round_index % len(names)
-        for engine in names[shift:] + names[:shift]:
-            if engine in failures:
-                continue
-            wait_until_idle(all_workers.pids())
-            try:
-                times_ms[engine] += engine_workers[engine].call("time_calls", 1, 0.0, True)
-            except (TaskFailed, WorkerFailed) as exc:
-                failures[engine] = describe_failure(exc)
-    return times_ms, failures
-
-
 def timed_results(
     workload: Workload,
-    errors: dict[str, dict],
     engine_workers: dict[str, Worker],
+    threads: int,
+    reference_path: str | None,
     repeat: int,
     all_workers: Workers,
 ) -> dict[str, dict]:
-    """Errors plus timings (every time, median, GFLOP/s) of the engines that prepared."""
-    ready = {
-        engine: engine_workers[engine] for engine, result in errors.items() if "unavailable" not in result
+    """Build every engine in its worker, check its first call, then time the engines in turn.
+
+    Returns per engine its errors plus every time, the median and GFLOP/s,
+    or {"unavailable": reason}.
+    """
+    results = {
+        engine: prepare_in(worker, engine, workload, threads, reference_path)
+        for engine, worker in engine_workers.items()
     }
-    results = dict(errors)
+    ready = {
+        engine: engine_workers[engine] for engine, result in results.items() if "unavailable" not in result
+    }
     if not ready:
         return results
-    times_ms, failures = time_round_robin(ready, repeat, all_workers)
-    for engine, milliseconds in times_ms.items():
-        if engine in failures:
-            results[engine] = {"unavailable": failures[engine]}
-            continue
-        median_ms = statistics.median(milliseconds)
-        results[engine] = {
-            **errors[engine],
-            "times_ms": milliseconds,
-            "median_ms": median_ms,
-            "gflops": workload.flops / median_ms / 1e6,
-        }
+    for engine, timing in time_in_turn(ready, repeat, all_workers.pids).items():
+        if "unavailable" in timing:
+            results[engine] = timing
+        else:
+            results[engine] |= timing | {"gflops": workload.flops / timing["median_ms"] / 1e6}
     return results
 
 
@@ -254,9 +211,8 @@ def benchmark_workload(
         "threads": {},
     }
     for threads in thread_counts:
-        engine_workers = workers.at(threads)
-        errors = prepare_engines(engine_workers, workload, threads, reference_path)
-        record["threads"][str(threads)] = timed_results(workload, errors, engine_workers, repeat, workers)
+        results = timed_results(workload, workers.at(threads), threads, reference_path, repeat, workers)
+        record["threads"][str(threads)] = results
         print(progress_line(workload.name, threads, record["threads"][str(threads)]), flush=True)
     for worker in workers.engines.values():
         try:
