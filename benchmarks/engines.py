@@ -324,6 +324,8 @@ def prepare_openvino(workload: Workload, x: np.ndarray, w: np.ndarray, threads: 
 
     def call() -> np.ndarray:
         out = np.empty(workload.output_shape, dtype=x.dtype)
+        # The request keeps only a raw pointer to `out` once the Python Tensor is gone; it is
+        # replaced here before every inference, so freed memory is never written.
         request.set_output_tensor(openvino.Tensor(out, shared_memory=True))
         request.infer({0: x}, share_inputs=True, share_outputs=True)
         return out
