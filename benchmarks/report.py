@@ -110,6 +110,10 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
+def format_load(averages: list[float] | None) -> str:
+    return "unknown" if averages is None else ", ".join(f"{value:.2f}" for value in averages)
+
+
 def threads_text(threads: int) -> str:
     return f"{threads} thread" + ("s" if threads != 1 else "")
 
@@ -350,6 +354,7 @@ def header_lines(run: dict) -> list[str]:
         "fresh output array, except `convt out=`, which writes into a reused `out=` array.",
         "- Timing spread (median IQR / median of the repeats): "
         + ("n/a" if spread is None else f"{100 * spread:.0f}%; raw timings are in latest.json"),
+        f"- Load average (1, 5, 15 min) at the start: {format_load(run.get('load_average_at_start'))}",
         "- CPU used by other processes (or stolen by the hypervisor) during the run: "
         + (
             "unknown"

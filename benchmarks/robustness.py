@@ -42,7 +42,7 @@ from machine import (
     usable_cores,
     wait_until_idle,
 )
-from report import format_ms, markdown_table
+from report import format_load, format_ms, markdown_table
 from workers import TaskFailed, Worker, WorkerFailed, describe_failure
 from workloads import WORKLOADS_BY_NAME, Workload
 
@@ -371,10 +371,6 @@ def first_call_lines(first: dict) -> list[str]:
         f"{first['scipy_after_apply']}.",
         "",
     ]
-
-
-def format_load(averages: list[float] | None) -> str:
-    return "unknown" if averages is None else ", ".join(f"{value:.2f}" for value in averages)
 
 
 def render(result: dict) -> str:

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Iterable
 
 from engines import ENGINE_NAMES, convt_revision, distribution_version, prepare_in, time_in_turn
-from machine import cpu_description, load_snapshot, other_processes_load, usable_cores, wait_until_idle
+from machine import (
+    cpu_description,
+    load_average,
+    load_snapshot,
+    other_processes_load,
+    usable_cores,
+    wait_until_idle,
+)
 from report import update_readme, write_reports
 from workers import TaskFailed, Worker, WorkerFailed, describe_failure
 from workloads import SET_OF, WORKLOAD_SETS, WORKLOADS_BY_NAME, Workload
@@ -247,7 +254,7 @@ def thread_pools(workers: Workers) -> dict[str, list[str]]:
 
 def run(args: argparse.Namespace) -> dict:
     """The whole benchmark: peaks, workloads at every thread count, peaks again."""
-    load_start = load_snapshot()
+    load_start, load_average_at_start = load_snapshot(), load_average()
     workers = Workers(args.engines, args.thread_counts)
     try:
         peaks_before = measure_peaks(workers, args.thread_counts)
@@ -273,6 +280,7 @@ def run(args: argparse.Namespace) -> dict:
         "convt_revision": convt_revision(),
         "engines": args.engines,
         "thread_pools": pools,
+        "load_average_at_start": load_average_at_start,
         "other_processes_cpu_load": other_processes_load(load_start, load_snapshot()),
         "peaks": {"before": peaks_before, "after": peaks_after, "best": best_of(peaks_before, peaks_after)},
         "workloads": records,
