@@ -86,22 +86,28 @@ def distribution_version(name: str) -> str | None:
 
 
 def convt_revision() -> str | None:
-    """`git describe --dirty` of the source tree the installed convt is imported from
-    (found without importing it), None if convt is not installed or not in git."""
+    """The git commit of the source tree the installed convt is imported from (found without
+    importing it), with '+modified' if files of the package differ from it; None outside git."""
     spec = importlib.util.find_spec("convt")
     if spec is None or spec.origin is None:
         return None
-    try:
-        done = subprocess.run(
-            ["git", "describe", "--always", "--dirty"],
-            capture_output=True,
-            text=True,
-            cwd=Path(spec.origin).parent,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    package = Path(spec.origin).parent
+    commit, changes = (
+        git_output(package, "rev-parse", "--short", "HEAD"),
+        git_output(package, "status", "--porcelain", "--", "."),
+    )
+    if not commit:
         return None
-    return done.stdout.strip() or None
+    return commit + ("+modified" if changes else "")
+
+
+def git_output(directory: Path, *arguments: str) -> str:
+    """stdout of `git <arguments>` run in `directory` ('' if git fails)."""
+    try:
+        done = subprocess.run(["git", *arguments], capture_output=True, text=True, cwd=directory, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def prepare_in(
