@@ -1,36 +1,53 @@
-"""The engines under comparison, each wrapped as a zero-argument call.
+"""The engines under comparison, and the tasks a worker process runs for them.
 
-`prepare_engine` does all the one-off work (imports, thread settings, model
-building, compilation, tensor conversion) and returns a function that runs
-exactly one ConvTranspose on the prepared input and returns the output as a
-NumPy array. Only that function is timed. Bias is None everywhere.
+Driver side: ENGINE_NAMES, labels, precision notes, and `prepare_in` and
+`time_in_turn`, which drive worker processes. Worker side (the
+TASKS at the bottom, run by workers.serve in a process of its own per engine
+and thread count): `prepare` does all the one-off work (imports, thread
+settings, model building, compilation, tensor conversion), makes one call and
+checks its output against the float64 reference; `time_calls` times the
+prepared call with perf_counter, the garbage collector paused.
+
+Every engine returns a FRESH output array on every call, as a user gets it:
+convt's `apply(x, w)`, torch's new tensor, onnxruntime's `run`, and OpenVINO
+writing into a new NumPy array set as its request's output tensor. The one
+exception is `convt_out`, convt writing into a reused `out=` array, reported
+as a column of its own. Bias is None everywhere.
 
 Weights are given to onnxruntime and OpenVINO as model constants, the way
 those engines are deployed, so they may pre-pack them at build time outside
 the timing; convt and torch receive the weight on every call.
-
-Outputs: OpenVINO writes into a tensor its infer request owns and reuses, and
-onnxruntime allocates from its arena. `convt` is timed the same way, writing
-into a reused `out=` array; `convt_new` times the plain `apply(x, w)` that
-returns a new array (its extra cost is the operating system mapping fresh
-pages), and torch allocates a new tensor every call.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import importlib.metadata
-import os
+import importlib.util
+import statistics
+import subprocess
+import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from workloads import Workload, torch_conv_transpose
+from machine import wait_until_idle
+from workers import TaskFailed, Unavailable, Worker, WorkerFailed, describe_failure
+from workloads import Workload, make_inputs, reference_output, torch_conv_transpose
 
-ENGINE_NAMES: tuple[str, ...] = ("convt", "convt_new", "torch", "onnxruntime", "openvino")
-CONVT_ENGINES: tuple[str, ...] = ("convt", "convt_new", "convt@1")  # never "other"
-
+ENGINE_NAMES: tuple[str, ...] = ("convt", "convt_out", "torch", "onnxruntime", "openvino")
+ENGINE_LABELS: dict[str, str] = {
+    "convt": "convt",
+    "convt_out": "convt out=",
+    "torch": "PyTorch",
+    "onnxruntime": "onnxruntime",
+    "openvino": "OpenVINO",
+}
+CONVT_ENGINES: tuple[str, ...] = ("convt", "convt_out")  # never the "fastest other"
+OTHER_ENGINES: tuple[str, ...] = tuple(name for name in ENGINE_NAMES if name not in CONVT_ENGINES)
 # Engines that compute some storage dtypes in a lower precision. They are
 # timed and shown, but not counted as the "fastest other" engine for that
 # dtype: a float32 result is not a float64 result.
@@ -41,21 +58,15 @@ def computes_in_full_precision(engine: str, dtype: str) -> bool:
     """Whether `engine` computes `dtype` workloads in (at least) that precision."""
     return (engine, dtype) not in REDUCED_PRECISION
 
+
 # The ONNX opset the ConvTranspose model is built with, if onnxruntime accepts it.
 PREFERRED_ONNX_OPSET = 22
 
 Call = Callable[[], np.ndarray]
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(Unavailable):
     """The engine cannot run here (not installed, or unsupported workload)."""
-
-
-def usable_cores() -> int:
-    """Number of cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def import_engine(module_name: str):
@@ -66,51 +77,119 @@ def import_engine(module_name: str):
         raise EngineUnavailable(f"import {module_name} failed: {exc}") from exc
 
 
-def module_version(module_name: str) -> str | None:
-    """Installed version of a module, or None if it cannot be imported."""
+def distribution_version(name: str) -> str | None:
+    """Installed version of a Python distribution, without importing it; None if absent."""
     try:
-        module = importlib.import_module(module_name)
-    except Exception:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
         return None
-    version = getattr(module, "__version__", None)
-    if version is None:
-        try:
-            version = importlib.metadata.version(module_name)
-        except importlib.metadata.PackageNotFoundError:
-            version = "unknown"
-    return str(version)
 
 
-def convt_operator(workload: Workload, threads: int):
+def convt_revision() -> str | None:
+    """The git commit of the source tree the installed convt is imported from (found without
+    importing it), with '+modified' if files of the package differ from it; None outside git."""
+    spec = importlib.util.find_spec("convt")
+    if spec is None or spec.origin is None:
+        return None
+    package = Path(spec.origin).parent
+    commit, changes = (
+        git_output(package, "rev-parse", "--short", "HEAD"),
+        git_output(package, "status", "--porcelain", "--", "."),
+    )
+    if not commit:
+        return None
+    return commit + ("+modified" if changes else "")
+
+
+def git_output(directory: Path, *arguments: str) -> str:
+    """stdout of `git <arguments>` run in `directory` ('' if git fails)."""
+    try:
+        done = subprocess.run(["git", *arguments], capture_output=True, text=True, cwd=directory, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def prepare_in(
+    worker: Worker, engine: str, workload: Workload, threads: int | None, reference_path: str | None = None
+) -> dict:
+    """Have `worker` prepare `engine` for `workload` (the `prepare` task below): the errors of its
+    first call against the reference, or {"unavailable": reason}."""
+    try:
+        return worker.call("prepare", engine, workload, threads, reference_path)
+    except (TaskFailed, WorkerFailed) as exc:
+        return {"unavailable": describe_failure(exc)}
+
+
+def time_in_turn(
+    workers: dict[str, Worker], repeat: int, watched: Callable[[], list[int]]
+) -> dict[str, dict]:
+    """Time the prepared call of every worker `repeat` times, one call each per round.
+
+    The order rotates every round, so that no worker always follows the same
+    one. Before each timed call the driver waits until the processes
+    `watched()` use no CPU (no pool left spinning), then the worker makes one
+    untimed priming call and one timed call. Returns, per key of `workers`,
+    {"times_ms": [...], "median_ms": m}, or {"unavailable": reason} if it
+    failed mid-way.
+    """
+    times_ms: dict[str, list[float]] = {key: [] for key in workers}
+    failures: dict[str, str] = {}
+    keys = list(workers)
+    for round_index in range(repeat):
+        shift = round_index % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            if key in failures:
+                continue
+            wait_until_idle(watched())
+            try:
+                times_ms[key] += workers[key].call("time_calls", 1, 0.0, True)
+            except (TaskFailed, WorkerFailed) as exc:
+                failures[key] = describe_failure(exc)
+    return {
+        key: {"unavailable": failures[key]}
+        if key in failures
+        else {"times_ms": times_ms[key], "median_ms": statistics.median(times_ms[key])}
+        for key in workers
+    }
+
+
+# ---------------------------------------------------------------------------
+# Worker side: building each engine's call. `threads=None` means the engine's
+# own default thread count.
+
+
+def convt_operator(workload: Workload, threads: int | None):
     """convt.ConvTranspose with the workload's attributes."""
     convt = import_engine("convt")
     return convt.ConvTranspose(
-        strides=workload.strides,
+        strides=workload.stride,
         pads=workload.onnx_pads,
-        dilations=workload.dilations,
+        dilations=workload.dilation,
         group=workload.group,
-        output_padding=workload.output_paddings,
+        output_padding=workload.output_padding,
         num_threads=threads,
     )
 
 
-def prepare_convt(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int) -> Call:
+def prepare_convt(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int | None) -> Call:
+    """convt.ConvTranspose(...).apply(x, w, None), returning a new array each call."""
+    operator = convt_operator(workload, threads)
+    return lambda: operator.apply(x, w, None)
+
+
+def prepare_convt_out(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int | None) -> Call:
     """convt.ConvTranspose(...).apply(x, w, None, out=y) into a reused output array."""
     operator = convt_operator(workload, threads)
     out = np.empty(operator.output_shape_for(x.shape, w.shape), dtype=x.dtype)
     return lambda: operator.apply(x, w, None, out=out)
 
 
-def prepare_convt_new(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int) -> Call:
-    """convt.ConvTranspose(...).apply(x, w, None), returning a new array each call."""
-    operator = convt_operator(workload, threads)
-    return lambda: operator.apply(x, w, None)
-
-
-def prepare_torch(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int) -> Call:
-    """torch.nn.functional.conv_transpose{1,2,3}d under no_grad."""
+def prepare_torch(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int | None) -> Call:
+    """torch.nn.functional.conv_transpose{1,2,3}d under no_grad, a new tensor each call."""
     torch = import_engine("torch")
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     x_tensor, w_tensor = torch.from_numpy(x), torch.from_numpy(w)
 
     def call() -> np.ndarray:
@@ -130,12 +209,12 @@ def onnx_conv_transpose_model(workload: Workload, w: np.ndarray, opset: int):
         "ConvTranspose",
         ["X", "W"],
         ["Y"],
-        kernel_shape=workload.kernel_shape,
-        strides=workload.strides,
+        kernel_shape=list(workload.kernel),
+        strides=list(workload.stride),
         pads=workload.onnx_pads,
-        dilations=workload.dilations,
+        dilations=list(workload.dilation),
         group=workload.group,
-        output_padding=workload.output_paddings,
+        output_padding=list(workload.output_padding),
     )
     graph = helper.make_graph(
         [node],
@@ -152,17 +231,15 @@ def onnx_conv_transpose_model(workload: Workload, w: np.ndarray, opset: int):
     return model
 
 
-def onnxruntime_session(model_bytes: bytes, threads: int):
-    """An onnxruntime CPU session with N intra-op threads and full optimization."""
+def onnxruntime_session(model_bytes: bytes, threads: int | None):
+    """An onnxruntime CPU session with N intra-op threads (0: its default) and full optimization."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = threads or 0
     options.inter_op_num_threads = 1
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(
-        model_bytes, options, providers=["CPUExecutionProvider"]
-    )
+    return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
 
 @functools.cache
@@ -183,8 +260,9 @@ def onnxruntime_opset() -> int:
     )
 
 
-def prepare_onnxruntime(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int) -> Call:
-    """One-node ConvTranspose model in an onnxruntime CPUExecutionProvider session."""
+def prepare_onnxruntime(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int | None) -> Call:
+    """One-node ConvTranspose model in an onnxruntime CPUExecutionProvider session;
+    `run` returns a new array each call."""
     import_engine("onnxruntime")
     import_engine("onnx")
     model = onnx_conv_transpose_model(workload, w, onnxruntime_opset())
@@ -217,11 +295,11 @@ def openvino_model(workload: Workload, w: np.ndarray):
     ops = newest_openvino_opset()
     data = ops.parameter(list(workload.input_shape), w.dtype, name="X")
     attributes = dict(
-        strides=workload.strides,
-        pads_begin=[workload.pad] * workload.ndim,
-        pads_end=[workload.pad] * workload.ndim,
-        dilations=workload.dilations,
-        output_padding=workload.output_paddings,
+        strides=list(workload.stride),
+        pads_begin=list(workload.pad),
+        pads_end=list(workload.pad),
+        dilations=list(workload.dilation),
+        output_padding=list(workload.output_padding),
     )
     if workload.group == 1:
         output = ops.convolution_backprop_data(data, ops.constant(w), **attributes)
@@ -232,42 +310,141 @@ def openvino_model(workload: Workload, w: np.ndarray):
     return openvino.Model([output], [data], "conv_transpose")
 
 
-def prepare_openvino(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int) -> Call:
+def prepare_openvino(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int | None) -> Call:
     """OpenVINO CPU plugin, N inference threads, f32 inference precision.
 
-    The input and output buffers are shared with NumPy (no copies), and the
-    output tensor is owned and reused by the infer request.
+    The input is shared with NumPy (no copy). Every call allocates a new
+    NumPy output array and sets it as the request's output tensor, so
+    OpenVINO writes its result into fresh memory the caller owns, as convt's
+    `apply(x, w)` does.
     """
     openvino = import_engine("openvino")
     import openvino.properties as properties
     import openvino.properties.hint as hints
 
-    config = {
-        properties.inference_num_threads: threads,
-        hints.inference_precision: openvino.Type.f32,
-    }
+    config = {hints.inference_precision: openvino.Type.f32}
+    if threads is not None:
+        config[properties.inference_num_threads] = threads
     compiled = openvino.Core().compile_model(openvino_model(workload, w), "CPU", config)
     request = compiled.create_infer_request()
-    return lambda: request.infer({0: x}, share_inputs=True, share_outputs=True)[0]
+
+    def call() -> np.ndarray:
+        out = np.empty(workload.output_shape, dtype=x.dtype)
+        # The request keeps only a raw pointer to `out` once the Python Tensor is gone; it is
+        # replaced here before every inference, so freed memory is never written.
+        request.set_output_tensor(openvino.Tensor(out, shared_memory=True))
+        request.infer({0: x}, share_inputs=True, share_outputs=True)
+        return out
+
+    return call
 
 
-PREPARERS: dict[str, Callable[[Workload, np.ndarray, np.ndarray, int], Call]] = {
+PREPARERS: dict[str, Callable[[Workload, np.ndarray, np.ndarray, int | None], Call]] = {
     "convt": prepare_convt,
-    "convt_new": prepare_convt_new,
+    "convt_out": prepare_convt_out,
     "torch": prepare_torch,
     "onnxruntime": prepare_onnxruntime,
     "openvino": prepare_openvino,
 }
 
 
-def prepare_engine(engine: str, workload: Workload, x: np.ndarray, w: np.ndarray, threads: int) -> Call:
-    """Build `engine` for `workload` with `threads` threads; return the call to time."""
-    return PREPARERS[engine](workload, x, w, threads)
+def output_errors(output: np.ndarray, reference: np.ndarray | None) -> dict:
+    """Max abs error and max abs error relative to max |reference|."""
+    if reference is None:
+        return {"max_abs_err": None, "max_rel_err": None}
+    if output.shape != reference.shape:
+        raise ValueError(f"wrong output shape {output.shape}, expected {reference.shape}")
+    max_abs_err = float(np.max(np.abs(output.astype(np.float64) - reference)))
+    return {"max_abs_err": max_abs_err, "max_rel_err": max_abs_err / float(np.max(np.abs(reference)))}
 
 
-def describe_failure(exc: BaseException, limit: int = 160) -> str:
-    """One short line explaining why an engine could not run."""
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    if not isinstance(exc, EngineUnavailable):
-        text = f"{type(exc).__name__}: {text}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def time_one_call(call: Call) -> float:
+    """Wall time of one call in ms, with the garbage collector paused.
+
+    The output is released after the clock stops: its deallocation is not timed.
+    """
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        output = call()
+        elapsed = time.perf_counter() - start
+        del output
+        return elapsed * 1e3
+    finally:
+        gc.enable()
+
+
+class Prepared:
+    """The one call this worker process has ready to time (None before `prepare`)."""
+
+    call: Call | None = None
+
+
+def prepare(engine: str, workload: Workload, threads: int | None, reference_path: str | None) -> dict:
+    """Worker task: build `engine` for `workload`, make one call, return its errors.
+
+    `reference_path` is a .npy file of the float64 reference, or None if
+    there is none. The call stays ready for `time_calls`.
+    """
+    release()
+    x, w = make_inputs(workload)
+    call = PREPARERS[engine](workload, x, w, threads)
+    reference = np.load(reference_path, mmap_mode="r") if reference_path else None
+    errors = output_errors(call(), reference)
+    Prepared.call = call
+    return errors
+
+
+def time_calls(count: int, pause_seconds: float = 0.0, prime: bool = True) -> list[float]:
+    """Worker task: time the prepared call `count` times, in ms.
+
+    Before each timed call: sleep `pause_seconds` if positive, then, if
+    `prime`, make one untimed call so that the engine's threads, caches and
+    the VM's idle vCPUs are awake (the call is then timed hot, as in a loop).
+    """
+    if Prepared.call is None:
+        raise RuntimeError("time_calls before prepare")
+    times_ms = []
+    for _ in range(count):
+        if pause_seconds > 0:
+            time.sleep(pause_seconds)
+        if prime:
+            Prepared.call()
+        times_ms.append(time_one_call(Prepared.call))
+    return times_ms
+
+
+def release() -> None:
+    """Worker task: drop the prepared call and its arrays."""
+    Prepared.call = None
+    gc.collect()
+
+
+def thread_pools() -> list[str]:
+    """Worker task: the BLAS/OpenMP pools loaded in this process, as threadpoolctl sees them."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return ["threadpoolctl not installed"]
+    return [
+        " ".join(filter(None, (pool.get("prefix"), pool.get("version"))))
+        + f" ({pool['num_threads']} threads)"
+        for pool in threadpool_info()
+    ]
+
+
+def write_reference(workload: Workload, path: str) -> str:
+    """Worker task: save the float64 reference of `workload` to `path` (.npy); say how it was made."""
+    import_engine("torch")
+    x, w = make_inputs(workload)
+    np.save(path, reference_output(workload, x, w))
+    return "torch float64"
+
+
+TASKS: dict[str, Callable] = {
+    "prepare": prepare,
+    "time_calls": time_calls,
+    "release": release,
+    "thread_pools": thread_pools,
+    "write_reference": write_reference,
+}

@@ -11,7 +11,7 @@ then VmRSS is read, the peak RSS counter is reset, and one call runs while a
 thread samples VmRSS every millisecond. excess = peak - (before + output) is
 the working memory the engine needs on top of its result.
 `--all` runs every engine in its own subprocess and writes
-<out>/memory-latest.md.
+<out>/memory-latest.md and <out>/memory-latest.json.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ import threading
 import time
 from pathlib import Path
 
+from engines import ENGINE_LABELS, ENGINE_NAMES, PREPARERS
+from machine import cpu_description, cpu_line, usable_cores
 from threadpoolctl import threadpool_limits
 
-from engines import ENGINE_NAMES, describe_failure, prepare_engine, usable_cores
+from workers import describe_failure
 from workloads import Workload, make_inputs
 
 MEMORY_WORKLOAD = Workload("volume3d_k4s2", "float32", 1, 32, 16, (96, 96, 96), 4, 2, 1)
@@ -82,7 +84,7 @@ class RssSampler:
 def measure_engine(engine: str, threads: int) -> dict:
     """Build the engine, then measure the RSS of its first call on MEMORY_WORKLOAD."""
     x, w = make_inputs(MEMORY_WORKLOAD)
-    call = prepare_engine(engine, MEMORY_WORKLOAD, x, w, threads)
+    call = PREPARERS[engine](MEMORY_WORKLOAD, x, w, threads)
     gc.collect()
     peak_counter_reset = reset_peak_rss()
     before = status_bytes("VmRSS")
@@ -131,21 +133,26 @@ def markdown_report(results: list[dict], threads: int) -> str:
     lines = [
         f"# Peak memory of one ConvTranspose call, {datetime.date.today().isoformat()}, {threads} thread(s)",
         "",
+        f"CPU: {cpu_line(cpu_description())}",
+        "",
         f"Workload: {MEMORY_WORKLOAD.describe()}, {MEMORY_WORKLOAD.dtype}; every engine in a fresh process. "
-        "excess = peak - (before + output); the call is the engine's first, lazy allocations included.",
+        "excess = peak - (before + output); the call is the engine's first, lazy allocations included. "
+        "`convt out=` writes into an `np.empty` array made before the call, whose pages only become "
+        "resident during it, so excess means the same for every engine.",
         "",
         "| engine | before MiB | output MiB | peak MiB | excess MiB | first call s |",
         "|---|---|---|---|---|---|",
     ]
     notes = []
     for result in results:
+        label = ENGINE_LABELS[result["engine"]]
         if "unavailable" in result:
-            lines.append(f"| {result['engine']} | n/a | n/a | n/a | n/a | n/a |")
-            notes.append(f"- **{result['engine']}**: {result['unavailable']}")
+            lines.append(f"| {label} | n/a | n/a | n/a | n/a | n/a |")
+            notes.append(f"- **{label}**: {result['unavailable']}")
             continue
         values = [result[key] for key in ("before_mib", "output_mib", "peak_mib", "excess_mib")]
         cells = [f"{value:.0f}" for value in values] + [f"{result['call_seconds']:.2f}"]
-        lines.append(f"| {result['engine']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines + [""] + notes + [""])
 
 
@@ -156,9 +163,18 @@ def run_all(threads: int, out_dir: Path) -> None:
         results.append(measure_in_subprocess(engine, threads))
         print(result_line(results[-1]), flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "memory-latest.md"
-    path.write_text(markdown_report(results, threads))
-    print(f"wrote {path}")
+    markdown = out_dir / "memory-latest.md"
+    markdown.write_text(markdown_report(results, threads))
+    data = {
+        "date": datetime.date.today().isoformat(),
+        "threads": threads,
+        "machine": cpu_description(),
+        "workload": MEMORY_WORKLOAD.describe(),
+        "dtype": MEMORY_WORKLOAD.dtype,
+        "engines": results,
+    }
+    (out_dir / "memory-latest.json").write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {markdown} and memory-latest.json")
 
 
 def run_one(engine: str, threads: int, as_json: bool) -> None:
@@ -177,8 +193,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     target.add_argument("--engine", choices=ENGINE_NAMES, help="measure this engine in this process")
     target.add_argument("--all", action="store_true", help="measure every engine, each in a fresh subprocess")
     parser.add_argument("--threads", type=int, default=usable_cores(), help="threads (default: usable cores)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
-                        help="output directory for --all")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results",
+        help="output directory for --all",
+    )
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # used by --all
     return parser.parse_args(argv)
 

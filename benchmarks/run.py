@@ -1,14 +1,19 @@
 """Benchmark convt's ConvTranspose against torch, onnxruntime and OpenVINO.
 
+Every engine runs in a worker process of its own (one per engine and thread
+count, spawned once and kept across workloads); this driver times them in
+turn, with idle gaps between engines, at N threads and at 1 thread, and
+measures the CPU's FMA peak in the same run.
+
 Optional dependencies (the `bench` extra of pyproject.toml):
     torch==2.13.0  onnx  onnxruntime  openvino  matplotlib  threadpoolctl
 Every engine is optional: one that cannot be imported, or cannot run a
 workload, is reported as n/a with the reason.
 
 Usage:
-    python benchmarks/run.py [--threads N] [--repeat R] [--only name1,name2]
-                             [--engines convt,torch,onnxruntime,openvino]
-                             [--out benchmarks/results]
+    python benchmarks/run.py [--threads N] [--repeat R] [--set table|extended|all]
+                             [--only name1,name2] [--engines convt,convt_out,torch,...]
+                             [--out benchmarks/results] [--readme [README.md]]
 
 Writes <out>/<YYYY-MM-DD>-t<N>.md, <out>/latest.md, <out>/latest.json and
 <out>/latest.png. See benchmarks/README.md for what is measured.
@@ -18,70 +23,86 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import os
-import platform
-import statistics
 import sys
-import time
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
-import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
-
-from engines import (
-    ENGINE_NAMES,
-    Call,
-    EngineUnavailable,
-    describe_failure,
-    import_engine,
-    module_version,
-    prepare_engine,
+from engines import ENGINE_NAMES, convt_revision, distribution_version, prepare_in, time_in_turn
+from machine import (
+    cpu_description,
+    load_average,
+    load_snapshot,
+    other_processes_load,
     usable_cores,
+    wait_until_idle,
 )
 from report import update_readme, write_reports
-from workloads import WORKLOADS_BY_NAME, Workload, make_inputs, reference_output
+from workers import TaskFailed, Worker, WorkerFailed, describe_failure
+from workloads import SET_OF, WORKLOAD_SETS, WORKLOADS_BY_NAME, Workload
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 MIN_REPEAT = 7
-ROOFLINE_SIZE = 2048
-ROOFLINE_REPEAT = 7
-# Before every timed call the harness first waits until this process uses no
-# CPU: after a call, thread pools keep spinning (measured here: onnxruntime
-# ~40 ms, OpenBLAS ~100 ms, torch's OpenMP ~6 ms) and would steal the cores of
-# the next engine on a small machine. It then makes one untimed call of the
-# engine about to be timed, so that its threads (and a VM's idle vCPUs) are
-# awake: every engine is timed hot, as in a loop, never just after waking up.
-IDLE_SLICE_SECONDS = 0.005
-IDLE_BUSY_FRACTION = 0.1
-IDLE_TIMEOUT_SECONDS = 1.0
-VERSIONED_MODULES = ("convt", "numpy", "torch", "onnx", "onnxruntime", "openvino", "threadpoolctl")
+VERSIONED = ("convt", "numpy", "torch", "onnx", "onnxruntime", "openvino", "threadpoolctl")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options, validated."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=usable_cores(),
-                        help="threads for every engine (default: the cores this process may use)")
-    parser.add_argument("--repeat", type=int, default=9,
-                        help=f"timed calls per engine and workload, >= {MIN_REPEAT} (default: 9)")
-    parser.add_argument("--only", help="comma-separated workload names (default: all)")
-    parser.add_argument("--engines", default=",".join(ENGINE_NAMES),
-                        help="comma-separated engines (default: all)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
-                        help="output directory (default: benchmarks/results)")
-    parser.add_argument("--readme", type=Path, nargs="?", const=README, default=None,
-                        help="also replace the benchmark section of this README "
-                             "(default when given without a path: the repository's README.md)")
-    args = parser.parse_args(argv)  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=usable_cores(),
+        help="threads for every engine (default: the cores this process may use); "
+        "every engine is also measured at 1 thread",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=9,
+        help=f"timed calls per engine, workload and thread count, >= {MIN_REPEAT} (default: 9)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="workload_set",
+        choices=[*WORKLOAD_SETS, "all"],
+        default="all",
+        help="which workloads: the README's table, the extended set, or all (default)",
+    )
+    parser.add_argument("--only", help="comma-separated workload names from any set (overrides --set)")
+    parser.add_argument(
+        "--engines", default=",".join(ENGINE_NAMES), help="comma-separated engines (default: all)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results",
+        help="output directory (default: benchmarks/results)",
+    )
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        nargs="?",
+        const=README,
+        default=None,
+        help="also replace the benchmark section of this README "
+        "(default when given without a path: the repository's README.md)",
+    )
+    args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error("--threads must be >= 1")
     if args.repeat < MIN_REPEAT:
         parser.error(f"--repeat must be >= {MIN_REPEAT}")
     args.engines = split_names(parser, args.engines, ENGINE_NAMES, "engine")
-    names = split_names(parser, args.only, WORKLOADS_BY_NAME, "workload") if args.only else WORKLOADS_BY_NAME
-    args.workloads = [WORKLOADS_BY_NAME[name] for name in names]
+    if args.only:
+        args.workloads = [
+            WORKLOADS_BY_NAME[name] for name in split_names(parser, args.only, WORKLOADS_BY_NAME, "workload")
+        ]
+    else:
+        sets = list(WORKLOAD_SETS) if args.workload_set == "all" else [args.workload_set]
+        args.workloads = [workload for name in sets for workload in WORKLOAD_SETS[name]]
+    args.thread_counts = [args.threads, 1] if args.threads > 1 else [1]
     return args
 
 
@@ -94,278 +115,202 @@ def split_names(parser: argparse.ArgumentParser, text: str, known: Iterable[str]
     return names
 
 
-def matmul_gflops(dtype: str) -> float:
-    """NumPy square matmul rate in GFLOP/s (median of ROOFLINE_REPEAT calls)."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((ROOFLINE_SIZE, ROOFLINE_SIZE)).astype(dtype)
-    b = rng.standard_normal((ROOFLINE_SIZE, ROOFLINE_SIZE)).astype(dtype)
-    a @ b  # warm-up
-    seconds = []
-    for _ in range(ROOFLINE_REPEAT):
-        start = time.perf_counter()
-        a @ b
-        seconds.append(time.perf_counter() - start)
-    return 2 * ROOFLINE_SIZE**3 / statistics.median(seconds) / 1e9
+class Workers:
+    """Every worker process of a run: one per (engine, thread count), one that
+    computes the float64 references, one that measures the peaks."""
+
+    def __init__(self, engines: list[str], thread_counts: list[int]) -> None:
+        self.engines = {
+            (engine, threads): Worker(f"{engine}@{threads}", "engines", threads)
+            for threads in thread_counts
+            for engine in engines
+        }
+        self.reference = Worker("reference", "engines", None)
+        self.peaks = Worker("peaks", "peaks", None)
+        for worker in self.all():
+            worker.start()
+
+    def all(self) -> list[Worker]:
+        return [*self.engines.values(), self.reference, self.peaks]
+
+    def pids(self) -> list[int]:
+        """Process ids of the running workers: whose CPU use must settle before a timed call."""
+        return [worker.pid for worker in self.all() if worker.pid is not None]
+
+    def at(self, threads: int) -> dict[str, Worker]:
+        """The engine workers running at `threads` threads, by engine."""
+        return {engine: worker for (engine, count), worker in self.engines.items() if count == threads}
+
+    def stop(self) -> None:
+        for worker in self.all():
+            worker.stop()
 
 
-def measure_roofline() -> dict[str, float]:
-    """Matmul GFLOP/s for float32 and float64: the practical peak of this machine."""
-    wait_until_idle()
-    return {dtype: matmul_gflops(dtype) for dtype in ("float32", "float64")}
+def measure_peaks(workers: Workers, thread_counts: list[int]) -> dict:
+    """FMA peaks and NumPy matmul rates per thread count, measured by the peaks
+    worker while the engine workers are idle."""
+    return {
+        key: {str(threads): peak_task(workers, task, threads) for threads in thread_counts}
+        for key, task in (("fma", "fma_peaks"), ("matmul", "matmul_rates"))
+    }
 
 
-def output_errors(output: np.ndarray, reference: np.ndarray | None) -> dict:
-    """Max abs error and max abs error relative to max |reference|."""
-    if reference is None:
-        return {"max_abs_err": None, "max_rel_err": None}
-    if output.shape != reference.shape:
-        raise ValueError(f"wrong output shape {output.shape}, expected {reference.shape}")
-    max_abs_err = float(np.max(np.abs(output.astype(np.float64) - reference)))
-    return {"max_abs_err": max_abs_err, "max_rel_err": max_abs_err / float(np.max(np.abs(reference)))}
+def peak_task(workers: Workers, task: str, threads: int) -> dict:
+    """One task of the peaks worker once all workers are idle; {"unavailable": reason} if it fails."""
+    wait_until_idle(workers.pids())
+    try:
+        return workers.peaks.call(task, threads)
+    except (TaskFailed, WorkerFailed) as exc:
+        return {"unavailable": describe_failure(exc)}
 
 
-def prepare_and_check(
-    engines: list[str],
+def write_reference(workers: Workers, workload: Workload, directory: str) -> tuple[str | None, str]:
+    """(path of the .npy float64 reference or None, how it was made or why it is missing)."""
+    path = os.path.join(directory, f"{workload.name}.npy")
+    try:
+        return path, workers.reference.call("write_reference", workload, path)
+    except (TaskFailed, WorkerFailed) as exc:
+        return None, "unavailable: " + describe_failure(exc)
+
+
+def timed_results(
     workload: Workload,
-    x: np.ndarray,
-    w: np.ndarray,
+    engine_workers: dict[str, Worker],
     threads: int,
-    reference: np.ndarray | None,
-) -> tuple[dict[str, Call], dict[str, dict]]:
-    """Build every engine, make its warm-up call and measure its error.
+    reference_path: str | None,
+    repeat: int,
+    all_workers: Workers,
+) -> dict[str, dict]:
+    """Build every engine in its worker, check its first call, then time the engines in turn.
 
-    Returns the calls to time and one result record per engine; an engine
-    that fails here gets {"unavailable": reason} and no call.
+    Returns per engine its errors plus every time, the median and GFLOP/s,
+    or {"unavailable": reason}.
     """
-    calls, results = {}, {}
-    for engine in engines:
-        try:
-            call = prepare_engine(engine, workload, x, w, threads)
-            results[engine] = output_errors(call(), reference)
-            calls[engine] = call
-        except Exception as exc:  # never crash: report the engine as n/a
-            results[engine] = {"unavailable": describe_failure(exc)}
-    return calls, results
+    results = {
+        engine: prepare_in(worker, engine, workload, threads, reference_path)
+        for engine, worker in engine_workers.items()
+    }
+    ready = {
+        engine: engine_workers[engine] for engine, result in results.items() if "unavailable" not in result
+    }
+    if not ready:
+        return results
+    for engine, timing in time_in_turn(ready, repeat, all_workers.pids).items():
+        if "unavailable" in timing:
+            results[engine] = timing
+        else:
+            results[engine] |= timing | {"gflops": workload.flops / timing["median_ms"] / 1e6}
+    return results
 
 
-def time_round_robin(calls: dict[str, Call], repeat: int) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Time `repeat` calls per engine, interleaved, in milliseconds.
-
-    The engine order rotates every round so no engine always follows the
-    same one. Each timed call follows an idle wait and an untimed priming
-    call (see IDLE_SLICE_SECONDS). Returns the timings and the engines that
-    failed mid-way.
-    """
-    times_ms = {engine: [] for engine in calls}
-    failures = {}
-    names = list(calls)
-    for round_index in range(repeat):
-        shift = round_index % len(names)
-        for engine in names[shift:] + names[:shift]:
-            if engine in failures:
-                continue
-            wait_until_idle()
-            try:
-                calls[engine]()  # priming call, untimed
-                times_ms[engine].append(time_one_call(calls[engine]))
-            except Exception as exc:
-                failures[engine] = describe_failure(exc)
-    return times_ms, failures
-
-
-def wait_until_idle() -> None:
-    """Sleep until the process's own threads stop using CPU (pools have parked).
-
-    Returns after a slice in which this process used less than
-    IDLE_BUSY_FRACTION of one core, or after IDLE_TIMEOUT_SECONDS.
-    """
-    deadline = time.perf_counter() + IDLE_TIMEOUT_SECONDS
-    while time.perf_counter() < deadline:
-        cpu_seconds = time.process_time()
-        time.sleep(IDLE_SLICE_SECONDS)
-        if time.process_time() - cpu_seconds < IDLE_BUSY_FRACTION * IDLE_SLICE_SECONDS:
-            return
-
-
-def time_one_call(call: Call) -> float:
-    """Wall time of one call in ms, with the garbage collector paused."""
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        call()
-        return (time.perf_counter() - start) * 1e3
-    finally:
-        gc.enable()
-
-
-SINGLE_THREAD = "convt@1"  # convt at one thread, timed alongside for the scaling table
-
-
-def add_single_thread_convt(calls: dict[str, Call], results: dict[str, dict],
-                            workload: Workload, x: np.ndarray, w: np.ndarray) -> None:
-    """Time convt at one thread in the same rounds, when convt runs at more."""
-    try:
-        call = prepare_engine("convt", workload, x, w, 1)
-        call()
-        calls[SINGLE_THREAD], results[SINGLE_THREAD] = call, {}
-    except Exception as exc:
-        results[SINGLE_THREAD] = {"unavailable": describe_failure(exc)}
-
-
-def benchmark_workload(workload: Workload, engines: list[str], threads: int, repeat: int) -> dict:
-    """Accuracy and timings of every engine on one workload."""
-    x, w = make_inputs(workload)
+def benchmark_workload(
+    workload: Workload, workers: Workers, thread_counts: list[int], repeat: int, scratch: str
+) -> dict:
+    """Accuracy and timings of every engine on one workload, at every thread count."""
+    reference_path, reference = write_reference(workers, workload, scratch)
     record = {
         "name": workload.name,
+        "set": SET_OF[workload.name],
         "dtype": workload.dtype,
         "shape": workload.describe(),
         "flops": workload.flops,
+        "reference": reference,
+        "threads": {},
     }
-    try:
-        reference = reference_output(workload, x, w)
-        record["reference"] = "torch float64"
-    except Exception as exc:
-        reference = None
-        record["reference"] = "unavailable: " + describe_failure(exc)
-    calls, results = prepare_and_check(engines, workload, x, w, threads, reference)
-    if "convt" in calls and threads > 1:
-        add_single_thread_convt(calls, results, workload, x, w)
-    if calls:
-        times_ms, failures = time_round_robin(calls, repeat)
-        for engine, milliseconds in times_ms.items():
-            if engine in failures:
-                results[engine] = {"unavailable": failures[engine]}
-            else:
-                median_ms = statistics.median(milliseconds)
-                results[engine].update(
-                    times_ms=milliseconds, median_ms=median_ms, gflops=workload.flops / median_ms / 1e6
-                )
-    record["engines"] = results
+    for threads in thread_counts:
+        results = timed_results(workload, workers.at(threads), threads, reference_path, repeat, workers)
+        record["threads"][str(threads)] = results
+        print(progress_line(workload.name, threads, record["threads"][str(threads)]), flush=True)
+    for worker in workers.engines.values():
+        try:
+            worker.call("release")
+        except (TaskFailed, WorkerFailed):
+            pass  # a dead worker holds nothing
+    if reference_path and os.path.exists(reference_path):
+        os.remove(reference_path)
     return record
 
 
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo, else what platform reports."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def progress_line(name: str, threads: int, results: dict[str, dict]) -> str:
+    """One console line per workload and thread count: median ms or n/a per engine."""
+    cells = [
+        f"{engine} {result['median_ms']:.3g} ms" if "median_ms" in result else f"{engine} n/a"
+        for engine, result in results.items()
+    ]
+    return f"{name:<20} t{threads} " + " | ".join(cells)
 
 
-def has_avx512() -> bool | None:
-    """Whether the CPU reports AVX-512F, None if /proc/cpuinfo is unreadable."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return " avx512f " in cpuinfo.read()
-    except OSError:
-        return None
-
-
-def environment(threads: int, repeat: int) -> dict:
-    """Machine, thread count and library versions of this run."""
-    return {
-        "date": datetime.date.today().isoformat(),
-        "threads": threads,
-        "repeat": repeat,
-        "machine": {
-            "cpu": cpu_model(),
-            "avx512": has_avx512(),
-            "logical_cpus": os.cpu_count(),
-            "usable_cores": usable_cores(),
-            "platform": platform.platform(),
-        },
-        "versions": {"python": platform.python_version()}
-        | {name: module_version(name) for name in VERSIONED_MODULES},
-        "thread_pools": [
-            " ".join(filter(None, (pool["prefix"], pool["version"]))) + f" ({pool['num_threads']} threads)"
-            for pool in threadpool_info()
-        ],
-    }
-
-
-def cpu_time_snapshot() -> tuple[float, float, float] | None:
-    """(wall s, busy CPU s of the whole machine, CPU s of this process); None without /proc/stat."""
-    try:
-        with open("/proc/stat") as stat:
-            fields = [int(value) for value in stat.readline().split()[1:9]]
-    except OSError:
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    busy_seconds = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    own = os.times()
-    return time.perf_counter(), busy_seconds, own.user + own.system
-
-
-def other_processes_load(start: tuple | None, end: tuple | None) -> float | None:
-    """Fraction of the machine's CPUs used by other processes (or stolen by the
-    hypervisor) between two snapshots: the noise this run competed with."""
-    if start is None or end is None:
-        return None
-    wall, busy, own = (after - before for before, after in zip(start, end))
-    return max(0.0, (busy - own) / (wall * (os.cpu_count() or 1)))
+def thread_pools(workers: Workers) -> dict[str, list[str]]:
+    """The BLAS/OpenMP pools each engine's worker (at N threads) has loaded."""
+    pools = {}
+    for (engine, _), worker in workers.engines.items():
+        if engine not in pools:
+            try:
+                pools[engine] = worker.call("thread_pools")
+            except (TaskFailed, WorkerFailed) as exc:
+                pools[engine] = [describe_failure(exc)]
+    return pools
 
 
 def run(args: argparse.Namespace) -> dict:
-    """The whole benchmark: roofline, workloads, roofline again."""
-    snapshot_before = cpu_time_snapshot()
-    roofline_before = measure_roofline()
-    print(f"roofline before: {format_rates(roofline_before)}", flush=True)
-    workload_records = []
-    for workload in args.workloads:
-        record = benchmark_workload(workload, args.engines, args.threads, args.repeat)
-        print(progress_line(record), flush=True)
-        workload_records.append(record)
-    roofline_after = measure_roofline()
-    print(f"roofline after:  {format_rates(roofline_after)}", flush=True)
-    load = other_processes_load(snapshot_before, cpu_time_snapshot())
+    """The whole benchmark: peaks, workloads at every thread count, peaks again."""
+    load_start, load_average_at_start = load_snapshot(), load_average()
+    workers = Workers(args.engines, args.thread_counts)
+    try:
+        peaks_before = measure_peaks(workers, args.thread_counts)
+        print(f"FMA peaks before: {peaks_before['fma']}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="convt-bench-") as scratch:
+            records = [
+                benchmark_workload(workload, workers, args.thread_counts, args.repeat, scratch)
+                for workload in args.workloads
+            ]
+        peaks_after = measure_peaks(workers, args.thread_counts)
+        print(f"FMA peaks after:  {peaks_after['fma']}", flush=True)
+        pools = thread_pools(workers)
+    finally:
+        workers.stop()
     return {
-        **environment(args.threads, args.repeat),
+        "date": datetime.date.today().isoformat(),
+        "threads": args.threads,
+        "thread_counts": args.thread_counts,
+        "repeat": args.repeat,
+        "machine": cpu_description(),
+        "versions": {"python": sys.version.split()[0]}
+        | {name: distribution_version(name) for name in VERSIONED},
+        "convt_revision": convt_revision(),
         "engines": args.engines,
-        "other_processes_cpu_load": load,
-        "roofline_gflops": {
-            "matrix_size": ROOFLINE_SIZE,
-            "before": roofline_before,
-            "after": roofline_after,
-            "best": {dtype: max(roofline_before[dtype], roofline_after[dtype]) for dtype in roofline_before},
-        },
-        "workloads": workload_records,
+        "thread_pools": pools,
+        "load_average_at_start": load_average_at_start,
+        "other_processes_cpu_load": other_processes_load(load_start, load_snapshot()),
+        "peaks": {"before": peaks_before, "after": peaks_after, "best": best_of(peaks_before, peaks_after)},
+        "workloads": records,
     }
 
 
-def format_rates(rates: dict[str, float]) -> str:
-    """'float32 200.0 GFLOP/s, float64 100.0 GFLOP/s'."""
-    return ", ".join(f"{dtype} {gflops:.1f} GFLOP/s" for dtype, gflops in rates.items())
+def best_of(before: dict, after: dict) -> dict:
+    """The higher of two peak measurements, kernel set by kernel set (a peak is a capability)."""
 
+    def merge(first, second):
+        if isinstance(first, dict) and isinstance(second, dict):
+            if "unavailable" in first:
+                return second
+            if "unavailable" in second:
+                return first
+            return {key: merge(first[key], second[key]) for key in first if key in second}
+        return max(first, second)
 
-def progress_line(record: dict) -> str:
-    """One console line per workload: median ms or n/a per engine."""
-    cells = []
-    for engine, result in record["engines"].items():
-        cells.append(f"{engine} {result['median_ms']:.3g} ms" if "median_ms" in result else f"{engine} n/a")
-    return f"{record['name']:<18} " + " | ".join(cells)
-
-
-def warn_if_convt_missing(engines: list[str]) -> None:
-    """convt is optional here: say so loudly, then benchmark the other engines."""
-    if "convt" not in engines:
-        return
-    try:
-        import_engine("convt")
-    except EngineUnavailable as exc:
-        print(f"WARNING: {exc}; convt is reported as n/a, the other engines still run.", file=sys.stderr)
+    return merge(before, after)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Parse the options, run everything under the BLAS/OpenMP thread limit, write the reports."""
+    """Parse the options, run, write the reports (and the README section)."""
     args = parse_args(argv)
-    warn_if_convt_missing(args.engines)
-    print(f"threads={args.threads} repeat={args.repeat} engines={','.join(args.engines)}", flush=True)
-    with threadpool_limits(limits=args.threads):
-        results = run(args)
+    print(
+        f"threads={args.thread_counts} repeat={args.repeat} engines={','.join(args.engines)} "
+        f"workloads={len(args.workloads)}",
+        flush=True,
+    )
+    results = run(args)
     for path in write_reports(results, args.out):
         print(f"wrote {path}")
     if args.readme:

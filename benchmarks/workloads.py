@@ -1,8 +1,9 @@
 """Benchmark workloads: ConvTranspose shapes, their inputs and a float64 reference.
 
-Every workload uses the same stride, padding, dilation and output padding on
-all spatial axes and the same padding at the beginning and end of each axis,
-so that torch (which only has symmetric padding) can run it too.
+Two sets: TABLE, the workloads of the README's table, and EXTENDED, real
+layers beyond it. Kernel, stride, padding, dilation and output padding may
+differ per spatial axis; the padding is the same at both ends of an axis, so
+that torch (which only has symmetric padding) can run every workload.
 """
 
 from __future__ import annotations
@@ -13,13 +14,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
+Axes = int | tuple[int, ...]
+
+
+def per_axis(value: Axes, ndim: int) -> tuple[int, ...]:
+    """`value` repeated on every spatial axis, or the tuple itself if it has one value per axis.
+
+    >>> per_axis(2, 3), per_axis((1, 2, 2), 3)
+    ((2, 2, 2), (1, 2, 2))
+    """
+    if isinstance(value, int):
+        return (value,) * ndim
+    if len(value) != ndim:
+        raise ValueError(f"expected {ndim} values, one per spatial axis, got {value!r}")
+    return tuple(value)
+
+
+def axes_text(values: tuple[int, ...]) -> str:
+    """'4' when every axis has the same value, else '1x2x2'."""
+    return str(values[0]) if len(set(values)) == 1 else "x".join(map(str, values))
+
 
 @dataclass(frozen=True)
 class Workload:
     """One ConvTranspose problem.
 
-    The weight has the ONNX layout (C_in, C_out / group, *kernel), which is
-    also the layout of torch.nn.functional.conv_transpose{1,2,3}d.
+    kernel, stride, pad, output_padding and dilation are one int for every
+    spatial axis or a tuple with one value per axis. `pad` is applied at both
+    ends of an axis (torch only has symmetric padding). The weight has the
+    ONNX layout (C_in, C_out / group, *kernel), which is also the layout of
+    torch.nn.functional.conv_transpose{1,2,3}d.
+
+    >>> Workload("w", "float32", 1, 8, 4, (4, 16, 16), (1, 2, 2), (1, 2, 2), 0).output_shape
+    (1, 4, 4, 32, 32)
     """
 
     name: str
@@ -28,12 +55,16 @@ class Workload:
     c_in: int
     c_out: int
     spatial: tuple[int, ...]
-    kernel: int
-    stride: int
-    pad: int
+    kernel: Axes
+    stride: Axes
+    pad: Axes
     group: int = 1
-    output_padding: int = 0
-    dilation: int = 1
+    output_padding: Axes = 0
+    dilation: Axes = 1
+
+    def __post_init__(self) -> None:
+        for field in ("kernel", "stride", "pad", "output_padding", "dilation"):
+            object.__setattr__(self, field, per_axis(getattr(self, field), len(self.spatial)))
 
     @property
     def ndim(self) -> int:
@@ -41,25 +72,9 @@ class Workload:
         return len(self.spatial)
 
     @property
-    def kernel_shape(self) -> list[int]:
-        return [self.kernel] * self.ndim
-
-    @property
-    def strides(self) -> list[int]:
-        return [self.stride] * self.ndim
-
-    @property
-    def dilations(self) -> list[int]:
-        return [self.dilation] * self.ndim
-
-    @property
-    def output_paddings(self) -> list[int]:
-        return [self.output_padding] * self.ndim
-
-    @property
     def onnx_pads(self) -> list[int]:
-        """ONNX `pads`: all begin values, then all end values."""
-        return [self.pad] * (2 * self.ndim)
+        """ONNX `pads`: all begin values, then all end values (the same)."""
+        return [*self.pad, *self.pad]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -67,15 +82,16 @@ class Workload:
 
     @property
     def weight_shape(self) -> tuple[int, ...]:
-        return (self.c_in, self.c_out // self.group, *self.kernel_shape)
+        return (self.c_in, self.c_out // self.group, *self.kernel)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
         """Output shape from the ONNX ConvTranspose shape formula."""
-        extent = self.dilation * (self.kernel - 1) + 1
         spatial = [
-            self.stride * (size - 1) + self.output_padding + extent - 2 * self.pad
-            for size in self.spatial
+            stride * (size - 1) + output_padding + dilation * (kernel - 1) + 1 - 2 * pad
+            for size, kernel, stride, pad, output_padding, dilation in zip(
+                self.spatial, self.kernel, self.stride, self.pad, self.output_padding, self.dilation
+            )
         ]
         return (self.batch, self.c_out, *spatial)
 
@@ -88,25 +104,26 @@ class Workload:
             * self.c_in
             * (self.c_out // self.group)
             * math.prod(self.spatial)
-            * math.prod(self.kernel_shape)
+            * math.prod(self.kernel)
         )
 
     def describe(self) -> str:
         """Short human-readable shape, e.g. '1x256->128 64x64 k4 s2 p1'."""
         text = (
-            f"{self.batch}x{self.c_in}->{self.c_out} "
-            f"{'x'.join(map(str, self.spatial))} k{self.kernel} s{self.stride} p{self.pad}"
+            f"{self.batch}x{self.c_in}->{self.c_out} {'x'.join(map(str, self.spatial))} "
+            f"k{axes_text(self.kernel)} s{axes_text(self.stride)} p{axes_text(self.pad)}"
         )
         if self.group != 1:
             text += f" g{self.group}"
-        if self.output_padding:
-            text += f" op{self.output_padding}"
-        if self.dilation != 1:
-            text += f" d{self.dilation}"
+        if any(self.output_padding):
+            text += f" op{axes_text(self.output_padding)}"
+        if any(value != 1 for value in self.dilation):
+            text += f" d{axes_text(self.dilation)}"
         return text
 
 
-WORKLOADS: tuple[Workload, ...] = (
+# "The table": the workloads of the README's table.
+TABLE: tuple[Workload, ...] = (
     Workload("dcgan2d_k4s2", "float32", 1, 256, 128, (64, 64), 4, 2, 1),
     Workload("unet2d_k2s2", "float32", 1, 128, 64, (128, 128), 2, 2, 0),
     Workload("unet3d_k2s2", "float32", 1, 64, 32, (32, 32, 32), 2, 2, 0),
@@ -120,7 +137,30 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("dcgan2d_f16", "float16", 1, 256, 128, (64, 64), 4, 2, 1),
 )
 
+# "Extended": layers people run beyond the table; benchmarks/README.md says why each is here.
+EXTENDED: tuple[Workload, ...] = (
+    Workload("fcn32s_head_k64s32", "float32", 1, 21, 21, (16, 16), 64, 32, 16),
+    Workload("fcn8s_head_k16s8", "float32", 1, 21, 21, (64, 64), 16, 8, 4),
+    Workload("sr_rgb_k3s3", "float32", 1, 64, 3, (256, 256), 3, 3, 0),
+    Workload("fsrcnn_x3_k9s3", "float32", 1, 56, 1, (256, 256), 9, 3, 4, output_padding=2),
+    Workload("hifigan_up1_b4", "float32", 4, 512, 256, (32,), 16, 8, 4),
+    Workload("hifigan_up2_b4", "float32", 4, 256, 128, (256,), 16, 8, 4),
+    Workload("hifigan_up3_b4", "float32", 4, 128, 64, (2048,), 4, 2, 1),
+    Workload("nnunet3d_k122", "float32", 2, 128, 64, (16, 32, 32), (1, 2, 2), (1, 2, 2), 0),
+    Workload("nnunet3d_k122_deep", "float32", 1, 320, 256, (8, 12, 12), (1, 2, 2), (1, 2, 2), 0),
+    Workload("vae_dec_b8_k4s2", "float32", 8, 128, 64, (32, 32), 4, 2, 1),
+    Workload("vae_dec_b4_k3s2", "float32", 4, 64, 32, (64, 64), 3, 2, 1, output_padding=1),
+    Workload("tiny8x8_k4s2", "float32", 1, 64, 32, (8, 8), 4, 2, 1),
+    Workload("small32x32_k4s2", "float32", 1, 64, 32, (32, 32), 4, 2, 1),
+    Workload("volume3d_f64_k2s2", "float64", 1, 32, 16, (32, 32, 32), 2, 2, 0),
+    Workload("volume3d_f16_k2s2", "float16", 1, 64, 32, (32, 32, 32), 2, 2, 0),
+    Workload("rgb_bilinear_k4s2", "float32", 1, 3, 3, (1024, 1024), 4, 2, 1, group=3),
+)
+
+WORKLOAD_SETS: dict[str, tuple[Workload, ...]] = {"table": TABLE, "extended": EXTENDED}
+WORKLOADS: tuple[Workload, ...] = TABLE + EXTENDED
 WORKLOADS_BY_NAME: dict[str, Workload] = {workload.name: workload for workload in WORKLOADS}
+SET_OF: dict[str, str] = {w.name: set_name for set_name, ws in WORKLOAD_SETS.items() for w in ws}
 
 
 def make_inputs(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +171,7 @@ def make_inputs(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
     scaled by 1/sqrt(fan-in) so outputs stay O(1) (no float16 overflow).
     """
     rng = np.random.default_rng(zlib.crc32(workload.name.encode()))
-    fan_in = (workload.c_in // workload.group) * math.prod(workload.kernel_shape)
+    fan_in = (workload.c_in // workload.group) * math.prod(workload.kernel)
     x = rng.standard_normal(workload.input_shape)
     w = rng.standard_normal(workload.weight_shape) / math.sqrt(fan_in)
     return x.astype(workload.dtype), w.astype(workload.dtype)
