@@ -22,12 +22,22 @@ class BuildExt(build_ext):
 
     def build_extensions(self):
         msvc = self.compiler.compiler_type == "msvc"
+        if not msvc:
+            _check_compiler(self.compiler.compiler_so[0])
+            # an interpreter linked with -rpath (pyenv, some distributions) would pass
+            # its library directory to the extension: wheels must not carry it
+            self.compiler.linker_so = [flag for flag in self.compiler.linker_so
+                                       if not flag.startswith(("-Wl,-rpath", "-Wl,-R"))]
         # -g0: Python's default CFLAGS carry -g; debug info would triple the wheel
         optimise = ["/O2"] if msvc else ["-O3", "-g0"]
         threads = [] if msvc else ["-pthread"]
+        strip = [] if msvc else (["-Wl,-x"] if sys.platform == "darwin" else ["-s"])
         for extension in self.extensions:
-            extension.extra_compile_args = optimise + threads + extension.extra_compile_args
-            extension.extra_link_args = threads + extension.extra_link_args
+            extension.extra_compile_args = (optimise + threads + _sanitizers()
+                                            + extension.extra_compile_args)
+            extension.extra_link_args = (threads + _sanitizers()
+                                         + ([] if _sanitizers() else strip)
+                                         + extension.extra_link_args)
         super().build_extensions()
         self._copy_into_source_tree()
 
@@ -48,6 +58,27 @@ class BuildExt(build_ext):
             target = os.path.join(target_dir, os.path.basename(built))
             if os.path.isdir(target_dir) and os.path.exists(built):
                 shutil.copyfile(built, target)
+
+
+def _check_compiler(command):
+    """Stop with a message that says what to install when there is no C compiler."""
+    if shutil.which(command) is None:
+        sys.exit(
+            f"convt: no C compiler found (looked for {command!r}). convt's kernels are C and "
+            "Cython code compiled at install time: install gcc or clang (Debian/Ubuntu: "
+            "`apt install gcc python3-dev`; Fedora: `dnf install gcc python3-devel`; macOS: "
+            "`xcode-select --install`), or set CC to your compiler; or install a prebuilt "
+            "wheel (`pip install --only-binary convt convt`).")
+
+
+def _sanitizers():
+    """CONVT_SANITIZE=address,undefined builds with those sanitizers (gcc/clang), for
+    tools/sanitize.sh: frame pointers kept, no stripping, -O1 so reports point at lines."""
+    names = os.environ.get("CONVT_SANITIZE", "").strip()
+    if not names:
+        return []
+    return [f"-fsanitize={names}", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all",
+            "-O1", "-g"]
 
 
 extensions = [

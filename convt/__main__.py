@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from . import ConvTranspose, __version__, _dispatch, _kernels, kernels
+from . import ConvTranspose, __version__, _dispatch, kernels
+from ._compiled import load as load_kernels
 from ._arrays import SUPPORTED_NAMES
 from ._blas import describe as describe_blas
 from ._engine import explain, flop_count
@@ -70,7 +71,7 @@ def info():
           "(float16 and bfloat16 accumulate in float32; bfloat16 is ml_dtypes')")
     print(f"  threads: {_dispatch.default_threads()} by default ("
           + " or ".join(_dispatch.THREAD_VARIABLES) + " or the cores this process may use)")
-    print(f"  CPU features: {', '.join(_kernels.cpu_features()) or 'none the kernels use'}")
+    print(f"  CPU features: {', '.join(load_kernels().cpu_features()) or 'none the kernels use'}")
     print("  kernel families (rows x positions per micro-kernel call):")
     for family in _dispatch.families():
         print(f"    {_describe_family(family)}")

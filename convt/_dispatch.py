@@ -144,7 +144,9 @@ class Family:
 @functools.cache
 def families():
     """The compiled families, best last (convt/src/registry.c)."""
-    from . import _kernels
+    from ._compiled import load
+
+    _kernels = load()
 
     return tuple(
         Family(

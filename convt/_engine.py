@@ -152,7 +152,9 @@ def _execution(problem, engine, kernel_set, requested, overrides, tuning):
     environ = {} if requested is None else {_dispatch.KERNEL_SET_VARIABLE: requested}
     decision = _dispatch.decide(problem, engine=engine, kernel_set=kernel_set, environ=environ,
                                 **dict(overrides))
-    from . import _kernels
+    from ._compiled import load
+
+    _kernels = load()
 
     plan = plan_for(problem, decision)
     scalars, axes = problem_records(problem)
@@ -269,7 +271,9 @@ def _poison_padding_taps(w, y, geometry):
 
 
 def _run_direct(arrays, run, threads):
-    from . import _kernels
+    from ._compiled import load
+
+    _kernels = load()
 
     layout = run.plan.layout[0]
     workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
@@ -287,7 +291,9 @@ def _run_gemm(arrays, run, threads, finite=True):
     the call: w holds non-finite weights the GEMM cannot handle exactly.
     ``finite``: ConvTranspose, whose zero padding is not part of the operator
     (Conv's is: its non-finite weights are packed as they are)."""
-    from . import _kernels
+    from ._compiled import load
+
+    _kernels = load()
 
     plan, decision = run.plan, run.decision
     accumulation = decision.accumulation
