@@ -90,9 +90,13 @@ GEMM_ROWS(F64, 1, _pack)
      gemm_##TYPE##_r4##P, gemm_##TYPE##_r5##P, gemm_##TYPE##_r6##P}
 
 /* Direct-engine rows: the interior in blocks of 4 vectors (32 floats or 16
- * doubles), then single vectors; each block sums every (source, tap) with one
- * broadcast and four FMAs; the edges are fused scalar sums of the taps inside. */
-#define DEFINE_ROW(NAME, T, V, W, SETZERO, LOAD, STORE, BROADCAST, FMA, SCALAR_FMA)       \
+ * doubles), then single vectors, then one masked vector for the interior's
+ * last partial vector (lanes past it are neither read nor written); each
+ * block sums every (source, tap) with one broadcast and four FMAs, in the
+ * same order as the scalar sums; the edges are fused scalar sums of the taps
+ * inside. */
+#define DEFINE_ROW(NAME, T, V, W, SETZERO, LOAD, STORE, BROADCAST, FMA, SCALAR_FMA, MASK,   \
+                   MASKLOAD, MASKSTORE)                                                   \
     AVX2 void NAME(ptrdiff_t sources, const T *const *x, const T *w, ptrdiff_t taps,      \
                    const ptrdiff_t *offsets, ptrdiff_t in_size, ptrdiff_t count, T *out,  \
                    int accumulate)                                                        \
@@ -126,12 +130,35 @@ GEMM_ROWS(F64, 1, _pack)
                     a0 = FMA(BROADCAST(w + s * taps + j), LOAD(x[s] + t + offsets[j]), a0); \
             STORE(out + t, a0);                                                           \
         }                                                                                 \
+        if (t < hi) {                                                                     \
+            __m256i mask = MASK(hi - t);                                                  \
+            V a0 = accumulate ? MASKLOAD(out + t, mask) : SETZERO();                      \
+            for (s = 0; s < sources; ++s)                                                 \
+                for (j = 0; j < taps; ++j)                                                \
+                    a0 = FMA(BROADCAST(w + s * taps + j),                                 \
+                             MASKLOAD(x[s] + t + offsets[j], mask), a0);                  \
+            MASKSTORE(out + t, mask, a0);                                                 \
+            t = hi;                                                                       \
+        }                                                                                 \
         for (; t < count; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                           \
     }
+
+/* Lanes [0, n) of a vector of 8 floats or 4 doubles, for masked loads and stores. */
+AVX2 static inline __m256i lanes_below_f32(ptrdiff_t n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+AVX2 static inline __m256i lanes_below_f64(ptrdiff_t n)
+{
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)n), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
 DEFINE_ROW(convt_avx2_row_f32, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps,
-           _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, fmaf)
+           _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, fmaf, lanes_below_f32,
+           _mm256_maskload_ps, _mm256_maskstore_ps)
 DEFINE_ROW(convt_avx2_row_f64, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd,
-           _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma)
+           _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma, lanes_below_f64,
+           _mm256_maskload_pd, _mm256_maskstore_pd)
 
 /* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order. */
 #define DEFINE_INTERLEAVE(NAME, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI, PERMUTE, STORE) \
