@@ -32,6 +32,8 @@ class BuildExt(build_ext):
         optimise = ["/O2"] if msvc else ["-O3", "-g0"]
         threads = [] if msvc else ["-pthread"]
         strip = [] if msvc else (["-Wl,-x"] if sys.platform == "darwin" else ["-s"])
+        if os.environ.get("CONVT_KEEP_SYMBOLS"):  # profiling: function names for perf
+            strip = []
         for extension in self.extensions:
             extension.extra_compile_args = (optimise + threads + _sanitizers()
                                             + extension.extra_compile_args)

@@ -5,14 +5,17 @@ import sys
 
 import pytest
 
+import convt
 from convt import _compiled
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_a_missing_extension_says_how_to_build_it(monkeypatch):
-    # None in sys.modules makes the import fail as an unbuilt checkout's does
+    # None in sys.modules makes the import fail as an unbuilt checkout's does (and the
+    # package attribute, set by an earlier import, must go too)
     monkeypatch.setitem(sys.modules, "convt._kernels", None)
+    monkeypatch.delattr(convt, "_kernels", raising=False)
     with pytest.raises(ImportError) as error:
         _compiled.load()
     message = str(error.value)
