@@ -289,7 +289,7 @@ class Conv(_frontend.Parameters):
         >>> Conv(strides=2).apply(np.array([[[0., 1., 2., 3., 4.]]]), np.array([[[1., 10.]]]))
         array([[[10., 32.]]])
         """
-        return self._apply(x, w, b, out)
+        return _frontend.apply(self, x, w, b, out)
 
 
 def _unless_ones(values):

@@ -168,6 +168,76 @@ def _execution(problem, engine, kernel_set, requested, overrides, tuning):
                      problem.multiply_adds())
 
 
+@dataclass(frozen=True)
+class Call:
+    """What a call needs besides its arrays' data: valid for every call whose
+    operands have the same shapes, strides and dtype (the front-ends reuse it)."""
+
+    run: Execution
+    transpose: bool              # ConvTranspose, else Conv
+    geometry: object
+    group: int
+    work_items: int
+    x_strides: np.ndarray        # element strides of x, w's grouped view and y
+    w_strides: np.ndarray
+    y_strides: np.ndarray
+
+
+def _grouped_weight(w, group, channels, transpose):
+    """w as a (group, C/group, M/group, k...) view: the layout every operator reduces to."""
+    if transpose:
+        return w.reshape((group, channels // group) + w.shape[1:])  # an axis split
+    mg = w.shape[0] // group
+    return w.reshape((group, mg, channels // group) + w.shape[2:]).swapaxes(1, 2)
+
+
+def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None, **overrides):
+    """The Call for these operands, or None when there is nothing to multiply (no
+    image, no output channel or no input channel per group: see :func:`execute`).
+    ``engine``, ``backend`` and ``overrides`` as in :func:`compute`."""
+    batch, channels = x.shape[:2]
+    if batch == 0 or y.shape[1] == 0 or channels // group == 0:
+        return None
+    problem = problem_of(x, w, y, geometry, group, transpose)
+    _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
+    run = execution(problem, engine, backend, **overrides)
+    return Call(run, transpose, geometry, group, work_items(run.plan), element_strides(x),
+                element_strides(_grouped_weight(w, group, channels, transpose)),
+                element_strides(y))
+
+
+def execute(call, x, w, b, y, num_threads, backend=None):
+    """Fill ``y`` by the prepared ``call`` (None: the bias alone, or nothing)."""
+    if call is None:
+        if x.shape[0] and y.shape[1]:
+            fill_with_bias(y, b)
+        return y
+    run, decision = call.run, call.run.decision
+    threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
+    b_acc = None
+    if b is not None and decision.engine == "gemm":
+        b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
+    arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides)
+    if call.transpose:
+        if decision.engine == "direct" or not _run_gemm(arrays, run, threads):
+            if decision.engine == "gemm":  # non-finite weights the GEMM cannot serve exactly
+                run = execution(run.problem, "direct", backend if backend != "blas" else None)
+            _run_direct(arrays, run, threads)
+        return y
+    if decision.engine == "direct" and not np.isfinite(w).all():
+        # the direct engine skips padding; Conv multiplies its zeros by every weight
+        run = execution(run.problem, "gemm", backend)
+        threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
+        b_acc = None if b is None else np.ascontiguousarray(b, dtype=run.decision.accumulation)
+        arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides)
+    if run.decision.engine == "direct":
+        _run_direct(arrays, run, threads)
+    else:
+        _run_gemm(arrays, run, threads, finite=False)
+    _poison_padding_taps(w, y, call.geometry)
+    return y
+
+
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
     """Fill ``y`` with ConvTranspose(x, w, b); all arguments already validated.
 
@@ -175,28 +245,8 @@ def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
     'avx2', 'portable', 'blas') force a path, and ``overrides`` replace
     fields of the decision; tests use them to cover every path.
     """
-    batch, channels = x.shape[:2]
-    if batch == 0 or y.shape[1] == 0:
-        return y
-    if channels // group == 0:
-        fill_with_bias(y, b)
-        return y
-    problem = problem_of(x, w, y, geometry, group)
-    _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
-    run = execution(problem, engine, backend, **overrides)
-    decision = run.decision
-    threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
-    b_acc = None
-    if b is not None and decision.engine == "gemm":
-        b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
-    grouped = w.reshape((group, channels // group) + w.shape[1:])  # a view: an axis split
-    arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(grouped),
-                      element_strides(y))
-    if decision.engine == "direct" or not _run_gemm(arrays, run, threads):
-        if decision.engine == "gemm":  # non-finite weights the GEMM cannot serve exactly
-            run = execution(problem, "direct", backend if backend != "blas" else None)
-        _run_direct(arrays, run, threads)
-    return y
+    call = prepare(x, w, y, geometry, group, True, engine, backend, **overrides)
+    return execute(call, x, w, b, y, num_threads, backend)
 
 
 def compute_conv(x, w, b, y, geometry, group, num_threads, engine=None, backend=None,
@@ -212,30 +262,8 @@ def compute_conv(x, w, b, y, geometry, group, num_threads, engine=None, backend=
     padding is part of Conv's definition: non-finite weights multiply it.
     ``engine``, ``backend`` and ``overrides`` as in :func:`compute`.
     """
-    batch, channels = x.shape[:2]
-    if batch == 0 or y.shape[1] == 0:
-        return y
-    cg, mg = channels // group, y.shape[1] // group
-    if cg == 0:
-        fill_with_bias(y, b)
-        return y
-    problem = problem_of(x, w, y, geometry, group, transpose=False)
-    _dispatch.check_work(problem.multiply_adds())
-    run = execution(problem, engine, backend, **overrides)
-    if run.decision.engine == "direct" and not np.isfinite(w).all():
-        # the direct engine skips padding; Conv multiplies its zeros by every weight
-        run = execution(problem, "gemm", backend, **overrides)
-    threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
-    b_acc = None if b is None else np.ascontiguousarray(b, dtype=run.decision.accumulation)
-    grouped = w.reshape((group, mg, cg) + w.shape[2:]).swapaxes(1, 2)  # (G, C/G, M/G, k...)
-    arrays = Operands(x, w, y, b, b_acc, element_strides(x), element_strides(grouped),
-                      element_strides(y))
-    if run.decision.engine == "direct":
-        _run_direct(arrays, run, threads)
-    else:
-        _run_gemm(arrays, run, threads, finite=False)
-    _poison_padding_taps(w, y, geometry)
-    return y
+    call = prepare(x, w, y, geometry, group, False, engine, backend, **overrides)
+    return execute(call, x, w, b, y, num_threads, backend)
 
 
 def _poison_padding_taps(w, y, geometry):

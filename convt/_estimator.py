@@ -290,7 +290,7 @@ class ConvTranspose(_frontend.Parameters):
         array([[[0., 1., 3., 3., 2.],
                 [0., 1., 3., 3., 2.]]])
         """
-        return self._apply(x, w, b, out)
+        return _frontend.apply(self, x, w, b, out)
 
 
 def conv_transpose(x, w, b=None, *, out=None, **params):

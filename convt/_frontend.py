@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -199,3 +201,109 @@ def compute_conv(x, w, b, geometry, group, num_threads, data_format="NCX", out=N
     _engine.compute_conv(x, w, b, _layouts.data_view(y, data_format), geometry, group,
                          num_threads, engine=engine, backend=backend, **overrides)
     return y
+
+
+# --- repeated calls ------------------------------------------------------------
+#
+# A call is validated, resolved and planned in full the first time; what that
+# produced (the output shape, the views, the engine's Call) is remembered under
+# a key of everything it depended on: the estimator's class and parameter
+# values with their types, each operand's type, shape, strides, dtype and
+# alignment, the kernel-set override and the tuning constants.  A later call with an equal key only makes its views and output
+# and runs the engine.  Operands that validation would have converted (array-
+# likes, misaligned or byte-swapped arrays, subclasses) never take this path.
+
+_CALLS = {}
+_CALLS_LIMIT = 256
+
+
+def _parameter_key(layer):
+    """The parameters as a hashable key that keeps types (2 and 2.0 and True differ),
+    or None for values that are not plain ints, strings, None or tuples of ints."""
+    parts = [type(layer)]
+    for name in layer._param_names():
+        value = getattr(layer, name)
+        kind = type(value)
+        if kind is tuple:
+            if not all(type(item) is int for item in value):
+                return None
+        elif kind is not int and kind is not str and value is not None:
+            return None
+        parts.append((kind, value))
+    return tuple(parts)
+
+
+def _operand_key(array):
+    if array is None:
+        return None
+    if type(array) is not np.ndarray:
+        raise TypeError  # not a key: the caller falls back to the full path
+    return (array.shape, array.strides, array.dtype, array.flags.aligned)
+
+
+def call_key(layer, x, w, b, out):
+    """The key of a call (see above), or None if it cannot be remembered."""
+    parameters = _parameter_key(layer)
+    if parameters is None:
+        return None
+    from . import _dispatch  # the environment and tuning the plans depend on
+
+    try:
+        return (parameters, _operand_key(x), _operand_key(w), _operand_key(b), out is None,
+                os.environ.get(_dispatch.KERNEL_SET_VARIABLE), _dispatch.tuning())
+    except TypeError:
+        return None
+
+
+@dataclass(frozen=True)
+class RememberedCall:
+    """A call's layouts, output shape and engine Call (see above)."""
+
+    data_format: str
+    filter_view: object            # the filter layout's view function
+    filter_format: str
+    shape: tuple                   # the output, in data_format
+    call: object                   # convt._engine.Call, or None (nothing to multiply)
+    num_threads: object
+
+    def __call__(self, x, w, b, out):
+        from . import _engine
+
+        if out is None:
+            y = np.empty(self.shape, dtype=x.dtype)
+        else:
+            y = _arrays.prepare_output(out, self.shape, x.dtype, {"x": x, "w": w, "b": b})
+        _engine.execute(self.call, _layouts.data_view(x, self.data_format),
+                        self.filter_view(w, self.filter_format), b,
+                        _layouts.data_view(y, self.data_format), self.num_threads)
+        return y
+
+
+def apply(layer, x, w, b, out):
+    """``layer._apply(x, w, b, out)``, through the remembered call when there is one."""
+    key = call_key(layer, x, w, b, out)
+    remembered = _CALLS.get(key) if key is not None else None
+    if remembered is not None:
+        return remembered(x, w, b, out)
+    y = layer._apply(x, w, b, out)
+    if key is not None:
+        _remember(layer, key, x, w, b, y)
+    return y
+
+
+def _remember(layer, key, x, w, b, y):
+    from . import _engine
+
+    attributes, xv, wv, bv, geometry = layer._prepare(x, w, b)
+    arrays = operands({"x": x, "w": w, "b": b}, opset=attributes.opset,
+                      operator="Conv" if getattr(layer, "_forward", False) else "ConvTranspose")
+    if arrays["x"] is not x or arrays["w"] is not w or arrays["b"] is not b:
+        return  # validation converted an operand: every call must
+    forward = getattr(layer, "_forward", False)
+    filter_view = _layouts.conv_filter_view if forward else _layouts.filter_view
+    yv = _layouts.data_view(y, attributes.data_format)
+    call = _engine.prepare(xv, wv, yv, geometry, attributes.group, transpose=not forward)
+    if len(_CALLS) >= _CALLS_LIMIT:
+        _CALLS.clear()
+    _CALLS[key] = RememberedCall(attributes.data_format, filter_view, attributes.filter_format,
+                                 y.shape, call, attributes.num_threads)
