@@ -332,9 +332,13 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
     return shape_of(-(-grid_rows // row_tiles), cols)
 
 
+# How much larger than the gathered taps a window may be and still be chosen.
+WINDOW_MAX_EXCESS = 2
+
+
 def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
-    """A window tile when one fits the budget and is no larger than gathering the
-    taps (always, for ordinary kernels), else a gathered tile."""
+    """A window tile when one fits the budget and is at most WINDOW_MAX_EXCESS
+    times the gathered taps (always, for ordinary kernels), else a gathered tile."""
     def gathered(rows, cols):
         return _gathered_tile(rows, cols, chunk, taps, panel)
 
@@ -345,7 +349,12 @@ def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
         return _window_tile(reach, rows, cols, chunk, taps, panel)
 
     tile = _choose_rows_cols(extents, window, budget, panel)
-    if tile.operand <= budget and tile.operand <= gathered(tile.rows, tile.cols).operand:
+    # A window costs one copy per input element and reads its taps in place;
+    # gathering copies every (tap, position) again.  Windows of a few taps are a
+    # little larger than the gathered rows (their margins), which is no reason
+    # to gather: only a window several times larger (taps far apart) is.
+    if tile.operand <= budget and tile.operand <= WINDOW_MAX_EXCESS * gathered(
+            tile.rows, tile.cols).operand:
         return tile
     return _choose_rows_cols(extents, gathered, budget, panel)
 
