@@ -15,6 +15,7 @@ cdef struct Packing:
     const Py_ssize_t* block_starts
     Py_ssize_t* tables                 # per stack: [tap][row] offsets in w[c]
     void* packed                       # the packed weights (accumulation type)
+    Signals* signals                   # Ctrl-C between tasks (large weights pack for long)
 
 
 cdef void tap_table(const Packing* p, const GemmStack* stack) noexcept nogil:
@@ -101,12 +102,14 @@ cdef inline void pack_task(const Packing* p, Py_ssize_t task, acc_t* packed) noe
 
 cdef void pack_task_f32(void* packing, Py_ssize_t task, int slot) noexcept nogil:
     cdef const Packing* p = <const Packing*>packing
-    pack_task(p, task, <float*>p.packed)
+    if not stopped(p.signals, slot):
+        pack_task(p, task, <float*>p.packed)
 
 
 cdef void pack_task_f64(void* packing, Py_ssize_t task, int slot) noexcept nogil:
     cdef const Packing* p = <const Packing*>packing
-    pack_task(p, task, <double*>p.packed)
+    if not stopped(p.signals, slot):
+        pack_task(p, task, <double*>p.packed)
 
 
 def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=True):
@@ -123,6 +126,8 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     cdef Py_ssize_t tasks, s, non_finite
     cdef bint doubles = packed.dtype.itemsize == 8
     cdef convt_task task = pack_task_f64 if doubles else pack_task_f32
+    cdef Signals signals = signals_for_this_call()
+    p.signals = &signals
     p.problem = (<const Problem*>data_of(problem))[0]
     p.w = <const char*>data_of(arrays.w)
     p.w_strides = <const Py_ssize_t*>data_of(arrays.w_strides)
@@ -136,6 +141,8 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
         for s in range(stack_count):
             tap_table(&p, p.stacks + s)
         convt_run(task, &p, tasks, num_threads)
+    raise_if_stopped(&signals)
+    with nogil:
         if not finite:
             non_finite = 0
         elif doubles:

@@ -6,7 +6,8 @@
 #  2. a wheel built from that sdist holds the Python modules, the compiled
 #     extension and the licence only: no .pyx/.pxi/.pxd/.c/.h sources;
 #  3. on Linux, the extension is stripped and carries no RPATH/RUNPATH;
-#  4. the wheel installs in a fresh virtual environment, `python -m convt demo`
+#  4. auditwheel repairs it on Linux (the manylinux tag; nothing to vendor);
+#  5. the wheel installs in a fresh virtual environment, `python -m convt demo`
 #     runs there, and the sdist's test suite passes against the installed wheel
 #     (run from outside the source tree, so the installed copy is the one tested).
 #
@@ -49,6 +50,17 @@ else
     ok "the wheel carries no .pyx/.pxi/.pxd/.c/.h"
 fi
 grep -qE '\.dist-info/licenses/LICENSE$' <<<"$contents" || fail "the wheel lacks LICENSE"
+
+# auditwheel gives the wheel its manylinux tag; there is no library to vendor (no OpenMP)
+if [ "$(uname)" = Linux ] && "$work/build-env/bin/python" -m pip install --quiet auditwheel 2>/dev/null; then
+    if "$work/build-env/bin/python" -m auditwheel repair --wheel-dir "$work/repaired" "$wheel" \
+            >"$work/auditwheel.log" 2>&1; then
+        wheel=$(ls "$work"/repaired/*.whl)
+        ok "auditwheel: $(basename "$wheel"), nothing vendored: $(grep -c 'copied' "$work/auditwheel.log" || true) libraries copied"
+    else
+        fail "auditwheel repair"; cat "$work/auditwheel.log"
+    fi
+fi
 
 mkdir "$work/unpacked"
 "$python" -m zipfile -e "$wheel" "$work/unpacked"
