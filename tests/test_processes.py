@@ -14,7 +14,8 @@ import time
 import pytest
 
 TIMEOUT = 120
-# Emulated CPUs (../shared/tools/arm64-run.sh) run 5-10x slower: time bounds scale by this.
+# Emulated CPUs run 5-10x slower, their SIMD 20-50x (../shared/tools/arm64-run.sh, where
+# CONVT_TEST_TIME_FACTOR=40 is set): time bounds scale by this.
 TIME_FACTOR = float(os.environ.get("CONVT_TEST_TIME_FACTOR", "1"))
 
 # A call of several work items, so that it runs on every thread.
