@@ -28,10 +28,10 @@ CASES = {
 }
 
 
-# Cases whose plan has no exact stack with some set's blocking: with NEON's float64
-# panels of 4 positions, gathering k2s2_padded's taps makes a smaller operand than
-# its window tile, and exact stacks need a window.
-NOT_EXACT = {("k2s2_padded", "neon", np.dtype(np.float64))}
+# Cases whose plan has no exact stack with some set's blocking (exact stacks need a
+# window tile; a window is chosen unless several times larger than the gathered
+# taps, _plan.WINDOW_MAX_EXCESS): none at present.
+NOT_EXACT = set()
 
 
 def _exact_stacks(x, w, params, kernel_set):
