@@ -137,26 +137,29 @@ cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_s
     cdef Py_ssize_t step = g.ops.x_strides[2 + last] * decimation
     cdef Py_ssize_t lo = min(max(0, -origin), count)
     cdef Py_ssize_t hi = max(lo, min(count, size - origin))
-    cdef Py_ssize_t c, q, done, chunk
+    cdef Py_ssize_t c, k, q0, positions, done, chunk
     cdef const char* source
-    cdef acc_t converted[256]
+    cdef acc_t block[TRANSPOSE_POSITIONS * 256]
     for c in range(channels):
         zero_run(dst + c * channel_step, lo)
         zero_run(dst + c * channel_step + hi, count - hi)
     x_row = element(x_row, residue * g.ops.x_strides[2 + last], storage)
-    for q in range(lo, hi):
-        source = element(x_row, (origin + q) * step, storage)
-        if is_accumulation(storage, dst):
-            for c in range(channels):
-                dst[c * channel_step + q] = (<const acc_t*>source)[c]
-            continue
+    # blocks of TRANSPOSE_POSITIONS positions x 256 channels, written along the
+    # buffer rows (a position at a time would hit one cache set per channel)
+    q0 = lo
+    while q0 < hi:
+        positions = min(<Py_ssize_t>TRANSPOSE_POSITIONS, hi - q0)
         done = 0
         while done < channels:
             chunk = min(256, channels - done)
-            load_run(&g.storage, converted, element(source, done, storage), 1, chunk)
+            for k in range(positions):
+                source = element(x_row, (origin + q0 + k) * step, storage)
+                load_run(&g.storage, block + k * 256, element(source, done, storage), 1, chunk)
             for c in range(chunk):
-                dst[(done + c) * channel_step + q] = converted[c]
+                for k in range(positions):
+                    dst[(done + c) * channel_step + q0 + k] = block[k * 256 + c]
             done = done + chunk
+        q0 = q0 + positions
 
 
 cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
@@ -523,6 +526,9 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     cdef const GemmStack* other
     cdef TileSpan other_tile
     cdef acc_t* other_product
+    cdef int last = g.problem.ndim - 1
+    # NXC output: channels adjacent, positions not
+    cdef bint channels_last = g.ops.y_strides[1] == 1 and g.ops.y_strides[2 + last] != 1
     multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer, slot)
     if convt_stop_raised(&g.signals.stop):
         return
@@ -536,7 +542,13 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
                        panel_buffer, slot)
         if convt_stop_raised(&g.signals.stop):
             return
-        scatter_pair(g, stack, other, item, lead, tile, other_tile, product, other_product)
+        if channels_last:
+            scatter_channels_last(g, stack, item, lead, tile, product)
+            scatter_channels_last(g, other, item, lead, other_tile, other_product)
+        else:
+            scatter_pair(g, stack, other, item, lead, tile, other_tile, product, other_product)
+    elif channels_last and not stack.store_direct:
+        scatter_channels_last(g, stack, item, lead, tile, product)
     elif not stack.store_direct:
         scatter_tile(g, stack, item, lead, tile, product)
 

@@ -228,3 +228,68 @@ cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* it
                         stack.row_stride, phase_t_begin(phase, last, tile),
                         phase_t_end(phase, last, tile))
             row = row + 1
+
+
+cdef enum:
+    TRANSPOSE_POSITIONS = 16
+
+
+cdef void scatter_channels_last(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                                const Py_ssize_t* lead, TileSpan tile,
+                                const acc_t* product) noexcept nogil:
+    """scatter_tile for a y whose channels are adjacent (NXC) and positions are not:
+    the rows of one phase are consecutive channels, so for every output position
+    their values are gathered from the product (plus bias) and stored as one
+    contiguous run of channels, instead of one strided store per channel."""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const PhaseAxis* phases = g.phases + stack.phase_start * ndim
+    cdef const PhaseAxis* phase
+    cdef Py_ssize_t siblings = stack.siblings
+    cdef Py_ssize_t mg = g.problem.mg
+    cdef Py_ssize_t step = g.ops.y_strides[2 + last]
+    cdef Py_ssize_t channel_step = siblings * stack.columns   # product rows of consecutive channels
+    cdef const acc_t* bias = <const acc_t*>g.ops.bias_acc
+    cdef Py_ssize_t row, rho, m, count, channel, base, offset, r, t0, t_begin, t_end, done, n, j
+    cdef Py_ssize_t k, positions
+    cdef const acc_t* source
+    cdef const acc_t* column
+    cdef acc_t added
+    cdef acc_t block[TRANSPOSE_POSITIONS * 256]
+    for row in range(tile.first_row, tile.end_row):
+        rho = row_phase(row, mg, siblings, &m)
+        # a run of channels starts at the tile's first rows and where a leading phase starts
+        if row - siblings >= tile.first_row and m > 0:
+            continue
+        count = min(mg - m, (tile.end_row - 1 - row) // siblings + 1)
+        phase = phases + rho * ndim
+        channel = item.group * mg + m
+        if not output_base(g, phase, item, channel, lead, &base):
+            continue
+        t_begin = phase_t_begin(phase, last, tile)
+        t_end = phase_t_end(phase, last, tile)
+        base = base + phase[last].residue * step
+        source = product + (row - tile.first_row) * stack.columns + (phase[last].shift - tile.x)
+        for r in range(tile.rows):
+            offset = base
+            if not row_offset(g, phase, tile.y + r, &offset):
+                continue
+            # blocks of TRANSPOSE_POSITIONS positions x 256 channels: read along the
+            # product's rows (a column walk would hit one cache set per channel)
+            t0 = t_begin
+            while t0 < t_end:
+                positions = min(<Py_ssize_t>TRANSPOSE_POSITIONS, t_end - t0)
+                done = 0
+                while done < count:
+                    n = min(count - done, 256)
+                    for j in range(n):
+                        column = source + (done + j) * channel_step + r * stack.row_stride + t0
+                        added = bias[channel + done + j] if bias != NULL else <acc_t>0
+                        for k in range(positions):
+                            block[k * 256 + j] = column[k] + added
+                    for k in range(positions):
+                        store_run(&g.storage, <char*>element(
+                            g.ops.y, offset + (t0 + k) * g.axes[last].stride * step + done,
+                            g.storage.type), 1, block + k * 256, n, <acc_t>0)
+                    done = done + n
+                t0 = t0 + positions
