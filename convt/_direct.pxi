@@ -219,11 +219,22 @@ cdef void direct_row(const Direct* d, Py_ssize_t row, const DirectScratch* scrat
     cdef Py_ssize_t image, m, group, c, y_offset, batch
     cdef int a
     cdef bint skip, flushed
-    for a in range(last - 1, -1, -1):
-        scratch.out_index[a] = remaining % d.axes[a].out_size
-        remaining = remaining // d.axes[a].out_size
-    m = remaining % d.problem.out_channels
-    image = remaining // d.problem.out_channels
+    if d.ops.y_strides[1] == 1 and d.ops.y_strides[2 + last] != 1:
+        # channels-last y: rows in (image, leading outputs, channel) order, so that
+        # consecutive rows read the same input positions and fill the same output
+        # cache lines, one channel each
+        m = remaining % d.problem.out_channels
+        remaining = remaining // d.problem.out_channels
+        for a in range(last - 1, -1, -1):
+            scratch.out_index[a] = remaining % d.axes[a].out_size
+            remaining = remaining // d.axes[a].out_size
+        image = remaining
+    else:
+        for a in range(last - 1, -1, -1):
+            scratch.out_index[a] = remaining % d.axes[a].out_size
+            remaining = remaining // d.axes[a].out_size
+        m = remaining % d.problem.out_channels
+        image = remaining // d.problem.out_channels
     group = m // mg
     # an output row on a leading phase without taps gets the bias only
     skip = False

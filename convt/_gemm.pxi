@@ -183,7 +183,8 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef Py_ssize_t y_origin = tile.y - (axes[last - 1].span if last >= 1 else 0)
     cdef Py_ssize_t channels = c_end - c_begin
     cdef Py_ssize_t channel_step = g.ops.x_strides[1]
-    cdef bint channels_last = channel_step == 1 and g.ops.x_strides[2 + last] != 1
+    cdef bint channels_last = (channel_step == 1 and g.ops.x_strides[2 + last] != 1
+                               and channels >= MIN_CHANNEL_RUN)
     cdef Py_ssize_t lead_planes = 1
     cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index
     cdef const Py_ssize_t* residues
@@ -527,8 +528,10 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     cdef TileSpan other_tile
     cdef acc_t* other_product
     cdef int last = g.problem.ndim - 1
-    # NXC output: channels adjacent, positions not
-    cdef bint channels_last = g.ops.y_strides[1] == 1 and g.ops.y_strides[2 + last] != 1
+    # NXC output: channels adjacent, positions not; runs of a few channels (depthwise)
+    # are shorter than a row's positions, which the strided scatter stores instead
+    cdef bint channels_last = (g.ops.y_strides[1] == 1 and g.ops.y_strides[2 + last] != 1
+                               and g.problem.mg >= MIN_CHANNEL_RUN)
     multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer, slot)
     if convt_stop_raised(&g.signals.stop):
         return

@@ -230,8 +230,11 @@ cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* it
             row = row + 1
 
 
+# Channels-last data are transposed through blocks of TRANSPOSE_POSITIONS
+# positions x 256 channels, when runs have at least MIN_CHANNEL_RUN channels.
 cdef enum:
     TRANSPOSE_POSITIONS = 16
+    MIN_CHANNEL_RUN = 8
 
 
 cdef void scatter_channels_last(const Gemm* g, const GemmStack* stack, const WorkItem* item,
