@@ -23,9 +23,9 @@ from workloads import WORKLOADS, WORKLOADS_BY_NAME, make_inputs
 
 def _layer(workload, threads, channels_last):
     formats = dict(data_format="NXC", filter_format="XOI") if channels_last else {}
-    return ConvTranspose(strides=workload.strides, pads=workload.onnx_pads,
-                         dilations=workload.dilations, group=workload.group,
-                         output_padding=workload.output_paddings, num_threads=threads,
+    return ConvTranspose(strides=workload.stride, pads=workload.onnx_pads,
+                         dilations=workload.dilation, group=workload.group,
+                         output_padding=workload.output_padding, num_threads=threads,
                          **formats)
 
 
