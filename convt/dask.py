@@ -240,7 +240,7 @@ def conv_transpose(x, w, b=None, *, num_threads=1, **params):
         Same dtype as ``x``; a NumPy array (it is sent with every task).
     b : array_like, shape (M,), optional
     num_threads : int, default=1
-        OpenMP threads per block.  dask already runs blocks in parallel; more
+        Threads per block.  dask already runs blocks in parallel; more
         threads per block oversubscribe the cores.
     **params
         Any :class:`convt.ConvTranspose` parameter (ONNX attributes).
