@@ -66,7 +66,7 @@ def add_arguments(parser):
     parser.add_argument("--dtype", choices=["float16", "float32", "float64"], default=None,
                         help="output dtype (default: the input's float dtype; float32 for 8- "
                         "and 16-bit integers, float64 for wider ones)")
-    parser.add_argument("--threads", type=int, default=None, help="OpenMP threads")
+    parser.add_argument("--threads", type=int, default=None, help="threads (default: every core)")
     parser.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                         help="progress bar on stderr: auto shows it for outputs of 2**24 "
                         "elements or more (default: auto)")

@@ -52,7 +52,7 @@ class Conv(_frontend.Parameters):
         Layout of ``w``: 'OIX' is ONNX's (M, C/group, k1, ..., kn), 'XIO'
         (k1, ..., kn, C/group, M) and 'IOX' (C/group, M, k1, ..., kn).
     num_threads : int, optional
-        OpenMP threads.  ``None`` uses every core the process may use (and
+        Threads.  ``None`` uses every core the process may use (and
         respects ``OMP_NUM_THREADS``).  Results are bitwise identical for every
         value.
 

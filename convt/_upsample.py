@@ -356,7 +356,7 @@ def upsample(image, factor, *, kernel="linear", axes=None, mode="edge", cval=0.0
         float32 for 8- and 16-bit integer and boolean images (exact), float64
         for wider integers.
     num_threads : int, optional
-        OpenMP threads; the result does not depend on it.
+        Threads; the result does not depend on it.
     out : ndarray, optional
         C-contiguous array of the output shape and dtype to write into.
 

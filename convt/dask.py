@@ -365,7 +365,7 @@ def upsample(image, factor, *, kernel="linear", axes=None, mode="edge", cval=0.0
     factor, kernel, axes, mode, cval, channel_axis, dtype
         As in :func:`convt.upsample`.
     num_threads : int, default=1
-        OpenMP threads per block (dask runs blocks in parallel).
+        Threads per block (dask runs blocks in parallel).
 
     Returns
     -------
