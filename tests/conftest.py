@@ -23,8 +23,17 @@ settings.load_profile("default")
 if os.environ.get("CONVT_TEST_WITHOUT_RUNTIMES"):
     import sys
 
-    for _module in ("openvino", "onnxruntime", "torch"):
-        sys.modules[_module] = None
+    class _HiddenRuntimes:
+        """An import finder under which these packages cannot be imported."""
+
+        names = ("openvino", "onnxruntime", "torch")
+
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] in self.names:
+                raise ModuleNotFoundError(f"{name} is hidden (CONVT_TEST_WITHOUT_RUNTIMES)")
+            return None
+
+    sys.meta_path.insert(0, _HiddenRuntimes())
 
 
 @pytest.fixture
