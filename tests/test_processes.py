@@ -79,7 +79,9 @@ def test_ctrl_c_interrupts_a_long_call_within_a_tenth_of_a_second(tmp_path, thre
     # 2.7e11 multiply-adds in one call: more than a second even at 500 GFLOP/s;
     # deep reductions (K chunks) make long work items
     path = _script(tmp_path, f"""
-        import sys, time
+        import signal, sys, time
+        # Python's own handler even if the parent ignores SIGINT (ignoring is inherited)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         x = np.ones((1, 256, 32, 32, 32), np.float32)
         w = np.ones((256, 64, 8, 8, 8), np.float32)
         layer = ConvTranspose(strides=(2, 2, 2), num_threads={threads})
