@@ -326,7 +326,10 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
             continue
         smaller = max(quantum, _round_up(cols * budget // tile.operand, quantum))
         if smaller >= cols:
-            break
+            # rounding up to whole quanta made no progress: one quantum less
+            smaller = cols - quantum
+            if smaller < quantum:
+                break
         cols = smaller
     row_tiles = -(-grid_rows // rows)
     return shape_of(-(-grid_rows // row_tiles), cols)
