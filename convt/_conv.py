@@ -91,7 +91,12 @@ class Conv(_frontend.Parameters):
     Conv(kernel_shape=(3, 3), pads=(1, 1, 1, 1))
     """
 
-    _forward = True  # explain() and the dispatch point: strides decimate the input
+    # what _frontend.prepare needs to know of this operator (forward: the strides
+    # decimate the input)
+    _operator = "Conv"
+    _forward = True
+    _filter_view = staticmethod(_layouts.conv_filter_view)
+    _resolve = staticmethod(_geometry.resolve_conv)
 
     def __init__(
         self,
@@ -129,15 +134,8 @@ class Conv(_frontend.Parameters):
     def _prepare(self, x, w, b):
         """Validated attributes, the (N, C, D...) and (M, C/group, k...) views of x and
         w, the bias and the geometry."""
-        attributes = self._attributes()
-        arrays = _frontend.operands({"x": x, "w": w, "b": b}, opset=attributes.opset,
-                                    operator="Conv")
-        x, w, b = arrays["x"], arrays["w"], arrays["b"]
-        self._check_shapes(attributes, x.shape, w.shape, None if b is None else b.shape)
-        x = _layouts.data_view(x, attributes.data_format)
-        w = _layouts.conv_filter_view(w, attributes.filter_format)
-        geometry = _geometry.resolve_conv(attributes, x.shape, w.shape)
-        return attributes, x, w, b, geometry
+        p = _frontend.prepare(self, x, w, b)
+        return p.attributes, p.x_view, p.w_view, p.b, p.geometry
 
     def _geometry_for(self, x_shape, w_shape):
         attributes = self._attributes()

@@ -131,17 +131,17 @@ class ConvTranspose(_frontend.Parameters):
                               attributes.data_format, attributes.filter_format,
                               attributes.axis_count())
 
+    # what _frontend.prepare needs to know of this operator
+    _operator = "ConvTranspose"
+    _forward = False
+    _filter_view = staticmethod(_layouts.filter_view)
+    _resolve = staticmethod(_geometry.resolve)
+
     def _prepare(self, x, w, b):
         """Validated attributes, the (N, C, D...) and (C, M/group, k...) views of x and
         w, the bias and the geometry."""
-        attributes = self._attributes()
-        arrays = _frontend.operands({"x": x, "w": w, "b": b}, opset=attributes.opset)
-        x, w, b = arrays["x"], arrays["w"], arrays["b"]
-        self._check_shapes(attributes, x.shape, w.shape, None if b is None else b.shape)
-        x = _layouts.data_view(x, attributes.data_format)
-        w = _layouts.filter_view(w, attributes.filter_format)
-        geometry = _geometry.resolve(attributes, x.shape, w.shape)
-        return attributes, x, w, b, geometry
+        p = _frontend.prepare(self, x, w, b)
+        return p.attributes, p.x_view, p.w_view, p.b, p.geometry
 
     def _geometry_for(self, x_shape, w_shape):
         attributes = self._attributes()

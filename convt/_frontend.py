@@ -256,6 +256,34 @@ def call_key(layer, x, w, b, out):
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A validated call: the attributes, the operands as arrays the kernels read (in
+    the user's layouts), their (N, C, D...) and filter views, and the geometry."""
+
+    attributes: object
+    x: np.ndarray
+    w: np.ndarray
+    b: np.ndarray | None
+    x_view: np.ndarray
+    w_view: np.ndarray
+    geometry: object
+
+
+def prepare(layer, x, w, b):
+    """Validate and resolve a call of ``layer`` (ConvTranspose or Conv, which name
+    their operator, filter view and geometry rule as class attributes)."""
+    attributes = layer._attributes()
+    arrays = operands({"x": x, "w": w, "b": b}, opset=attributes.opset,
+                      operator=layer._operator)
+    x, w, b = arrays["x"], arrays["w"], arrays["b"]
+    layer._check_shapes(attributes, x.shape, w.shape, None if b is None else b.shape)
+    x_view = _layouts.data_view(x, attributes.data_format)
+    w_view = layer._filter_view(w, attributes.filter_format)
+    return Prepared(attributes, x, w, b, x_view, w_view,
+                    layer._resolve(attributes, x_view.shape, w_view.shape))
+
+
+@dataclass(frozen=True)
 class RememberedCall:
     """A call's layouts, output shape and engine Call (see above)."""
 
@@ -267,12 +295,16 @@ class RememberedCall:
     num_threads: object
 
     def __call__(self, x, w, b, out):
-        from . import _engine
-
         if out is None:
-            y = np.empty(self.shape, dtype=x.dtype)
+            y = np.empty(self.shape, dtype=x.dtype)  # its size was vetted on the first call
         else:
             y = _arrays.prepare_output(out, self.shape, x.dtype, {"x": x, "w": w, "b": b})
+        return self.run(x, w, b, y)
+
+    def run(self, x, w, b, y):
+        """Fill ``y`` (the output array) from the operands, in the user's layouts."""
+        from . import _engine
+
         _engine.execute(self.call, _layouts.data_view(x, self.data_format),
                         self.filter_view(w, self.filter_format), b,
                         _layouts.data_view(y, self.data_format), self.num_threads)
@@ -280,30 +312,29 @@ class RememberedCall:
 
 
 def apply(layer, x, w, b, out):
-    """``layer._apply(x, w, b, out)``, through the remembered call when there is one."""
+    """``layer.apply(x, w, b, out=out)`` for ConvTranspose and Conv: validated, planned
+    and remembered on the first call of a key, only run on the next ones."""
+    from . import _engine
+
     key = call_key(layer, x, w, b, out)
     remembered = _CALLS.get(key) if key is not None else None
     if remembered is not None:
         return remembered(x, w, b, out)
-    y = layer._apply(x, w, b, out)
-    if key is not None:
-        _remember(layer, key, x, w, b, y)
+    p = prepare(layer, x, w, b)
+    attributes, forward = p.attributes, layer._forward
+    channels = p.w_view.shape[0] if forward else p.w_view.shape[1] * attributes.group
+    shape = _layouts.data_shape(attributes.data_format, p.x_view.shape[0], channels,
+                                p.geometry.output_shape)
+    y = _arrays.prepare_output(out, shape, p.x.dtype, {"x": p.x, "w": p.w, "b": p.b})
+    call = _engine.prepare(p.x_view, p.w_view, _layouts.data_view(y, attributes.data_format),
+                           p.geometry, attributes.group, transpose=not forward)
+    remembered = RememberedCall(attributes.data_format, layer._filter_view,
+                                attributes.filter_format, y.shape, call, attributes.num_threads)
+    remembered.run(p.x, p.w, p.b, y)
+    # operands that validation converted (array-likes, misaligned, byte-swapped) must
+    # be converted on every call: such calls are not remembered
+    if key is not None and p.x is x and p.w is w and p.b is b:
+        if len(_CALLS) >= _CALLS_LIMIT:
+            _CALLS.clear()
+        _CALLS[key] = remembered
     return y
-
-
-def _remember(layer, key, x, w, b, y):
-    from . import _engine
-
-    attributes, xv, wv, bv, geometry = layer._prepare(x, w, b)
-    arrays = operands({"x": x, "w": w, "b": b}, opset=attributes.opset,
-                      operator="Conv" if getattr(layer, "_forward", False) else "ConvTranspose")
-    if arrays["x"] is not x or arrays["w"] is not w or arrays["b"] is not b:
-        return  # validation converted an operand: every call must
-    forward = getattr(layer, "_forward", False)
-    filter_view = _layouts.conv_filter_view if forward else _layouts.filter_view
-    yv = _layouts.data_view(y, attributes.data_format)
-    call = _engine.prepare(xv, wv, yv, geometry, attributes.group, transpose=not forward)
-    if len(_CALLS) >= _CALLS_LIMIT:
-        _CALLS.clear()
-    _CALLS[key] = RememberedCall(attributes.data_format, filter_view, attributes.filter_format,
-                                 y.shape, call, attributes.num_threads)

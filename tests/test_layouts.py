@@ -71,13 +71,13 @@ def test_the_engine_reads_and_writes_the_users_memory(monkeypatch):
     # No transposed copy of x or y: the engine gets views of the user's x and w and
     # writes the returned array through a view.
     seen = {}
-    original = _engine.compute
+    original = _engine.execute
 
-    def spy(x, w, b, y, *args, **kwargs):
+    def spy(call, x, w, b, y, *args, **kwargs):
         seen.update(x=x, w=w, y=y)
-        return original(x, w, b, y, *args, **kwargs)
+        return original(call, x, w, b, y, *args, **kwargs)
 
-    monkeypatch.setattr(_engine, "compute", spy)
+    monkeypatch.setattr(_engine, "execute", spy)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 9, 10, 6)).astype(np.float32)
     w = rng.standard_normal((4, 4, 5, 6)).astype(np.float32)
