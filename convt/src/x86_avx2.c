@@ -89,61 +89,8 @@ GEMM_ROWS(F64, 1, _pack)
     {gemm_##TYPE##_r1##P, gemm_##TYPE##_r2##P, gemm_##TYPE##_r3##P,                       \
      gemm_##TYPE##_r4##P, gemm_##TYPE##_r5##P, gemm_##TYPE##_r6##P}
 
-/* Direct-engine rows: the interior in blocks of 4 vectors (32 floats or 16
- * doubles), then single vectors, then one masked vector for the interior's
- * last partial vector (lanes past it are neither read nor written); each
- * block sums every (source, tap) with one broadcast and four FMAs, in the
- * same order as the scalar sums; the edges are fused scalar sums of the taps
- * inside. */
-#define DEFINE_ROW(NAME, T, V, W, SETZERO, LOAD, STORE, BROADCAST, FMA, SCALAR_FMA, MASK,   \
-                   MASKLOAD, MASKSTORE)                                                   \
-    AVX2 void NAME(ptrdiff_t sources, const T *const *x, const T *w, ptrdiff_t taps,      \
-                   const ptrdiff_t *offsets, ptrdiff_t in_size, ptrdiff_t count, T *out,  \
-                   int accumulate)                                                        \
-    {                                                                                     \
-        ptrdiff_t t, lo, hi, s, j;                                                        \
-        convt_row_interior(taps, offsets, in_size, count, &lo, &hi);                      \
-        for (t = 0; t < lo; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                         \
-        for (t = lo; t + 4 * W <= hi; t += 4 * W) {                                       \
-            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
-            V a1 = accumulate ? LOAD(out + t + W) : SETZERO();                            \
-            V a2 = accumulate ? LOAD(out + t + 2 * W) : SETZERO();                        \
-            V a3 = accumulate ? LOAD(out + t + 3 * W) : SETZERO();                        \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j) {                                              \
-                    const T *row = x[s] + t + offsets[j];                                 \
-                    V weight = BROADCAST(w + s * taps + j);                               \
-                    a0 = FMA(weight, LOAD(row), a0);                                      \
-                    a1 = FMA(weight, LOAD(row + W), a1);                                  \
-                    a2 = FMA(weight, LOAD(row + 2 * W), a2);                              \
-                    a3 = FMA(weight, LOAD(row + 3 * W), a3);                              \
-                }                                                                         \
-            STORE(out + t, a0);                                                           \
-            STORE(out + t + W, a1);                                                       \
-            STORE(out + t + 2 * W, a2);                                                   \
-            STORE(out + t + 3 * W, a3);                                                   \
-        }                                                                                 \
-        for (; t + W <= hi; t += W) {                                                     \
-            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j)                                                \
-                    a0 = FMA(BROADCAST(w + s * taps + j), LOAD(x[s] + t + offsets[j]), a0); \
-            STORE(out + t, a0);                                                           \
-        }                                                                                 \
-        if (t < hi) {                                                                     \
-            __m256i mask = MASK(hi - t);                                                  \
-            V a0 = accumulate ? MASKLOAD(out + t, mask) : SETZERO();                      \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j)                                                \
-                    a0 = FMA(BROADCAST(w + s * taps + j),                                 \
-                             MASKLOAD(x[s] + t + offsets[j], mask), a0);                  \
-            MASKSTORE(out + t, mask, a0);                                                 \
-            t = hi;                                                                       \
-        }                                                                                 \
-        for (; t < count; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                           \
-    }
-
-/* Lanes [0, n) of a vector of 8 floats or 4 doubles, for masked loads and stores. */
+/* Direct-engine rows (CONVT_X86_ROW): lanes [0, n) of a vector of 8 floats or 4
+ * doubles, for the masked loads and stores of the last partial vector. */
 AVX2 static inline __m256i lanes_below_f32(ptrdiff_t n)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -153,12 +100,12 @@ AVX2 static inline __m256i lanes_below_f64(ptrdiff_t n)
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)n), _mm256_setr_epi64x(0, 1, 2, 3));
 }
 
-DEFINE_ROW(convt_avx2_row_f32, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps,
-           _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, fmaf, lanes_below_f32,
-           _mm256_maskload_ps, _mm256_maskstore_ps)
-DEFINE_ROW(convt_avx2_row_f64, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd,
-           _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma, lanes_below_f64,
-           _mm256_maskload_pd, _mm256_maskstore_pd)
+CONVT_X86_ROW(AVX2, convt_avx2_row_f32, float, __m256, 8, __m256i, lanes_below_f32,
+              _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_maskload_ps,
+              _mm256_maskstore_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, fmaf)
+CONVT_X86_ROW(AVX2, convt_avx2_row_f64, double, __m256d, 4, __m256i, lanes_below_f64,
+              _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_maskload_pd,
+              _mm256_maskstore_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma)
 
 /* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order. */
 #define DEFINE_INTERLEAVE(NAME, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI, PERMUTE, STORE) \

@@ -245,64 +245,22 @@ DEFINE_STORE_EVEN(store_even_f64, double, __m512d, 4, 0x55, _mm512_set1_pd,
                   _mm512_castpd256_pd512, _mm256_loadu_pd, _mm512_maskz_expand_pd,
                   _mm512_add_pd, _mm512_mask_storeu_pd)
 
-/* Direct-engine rows on 512-bit vectors: the AVX2 set's loop (blocks of 4
- * vectors, single vectors, one masked vector for the interior's last partial
- * vector, scalar edges), twice as wide: on short rows (depthwise layers,
- * 100-odd outputs) the loop overhead and the scalar edges dominate, and half
- * as many iterations halve them.  Same fused order as the scalar sums. */
-#define DEFINE_ROW(NAME, T, V, W, MASK_T, SETZERO, LOAD, STORE, BROADCAST, FMA, SCALAR_FMA,  \
-                   MASKLOAD, MASKSTORE)                                                   \
-    AVX512 static void NAME(ptrdiff_t sources, const T *const *x, const T *w,             \
-                            ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,  \
-                            ptrdiff_t count, T *out, int accumulate)                      \
-    {                                                                                     \
-        ptrdiff_t t, lo, hi, s, j;                                                        \
-        convt_row_interior(taps, offsets, in_size, count, &lo, &hi);                      \
-        for (t = 0; t < lo; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                         \
-        for (t = lo; t + 4 * W <= hi; t += 4 * W) {                                       \
-            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
-            V a1 = accumulate ? LOAD(out + t + W) : SETZERO();                            \
-            V a2 = accumulate ? LOAD(out + t + 2 * W) : SETZERO();                        \
-            V a3 = accumulate ? LOAD(out + t + 3 * W) : SETZERO();                        \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j) {                                              \
-                    const T *row = x[s] + t + offsets[j];                                 \
-                    V weight = BROADCAST(w[s * taps + j]);                                \
-                    a0 = FMA(weight, LOAD(row), a0);                                      \
-                    a1 = FMA(weight, LOAD(row + W), a1);                                  \
-                    a2 = FMA(weight, LOAD(row + 2 * W), a2);                              \
-                    a3 = FMA(weight, LOAD(row + 3 * W), a3);                              \
-                }                                                                         \
-            STORE(out + t, a0);                                                           \
-            STORE(out + t + W, a1);                                                       \
-            STORE(out + t + 2 * W, a2);                                                   \
-            STORE(out + t + 3 * W, a3);                                                   \
-        }                                                                                 \
-        for (; t + W <= hi; t += W) {                                                     \
-            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j)                                                \
-                    a0 = FMA(BROADCAST(w[s * taps + j]), LOAD(x[s] + t + offsets[j]), a0); \
-            STORE(out + t, a0);                                                           \
-        }                                                                                 \
-        if (t < hi) {                                                                     \
-            MASK_T mask = (MASK_T)((1u << (hi - t)) - 1u);                                \
-            V a0 = accumulate ? MASKLOAD(mask, out + t) : SETZERO();                      \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j)                                                \
-                    a0 = FMA(BROADCAST(w[s * taps + j]),                                  \
-                             MASKLOAD(mask, x[s] + t + offsets[j]), a0);                  \
-            MASKSTORE(out + t, mask, a0);                                                 \
-            t = hi;                                                                       \
-        }                                                                                 \
-        for (; t < count; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                           \
-    }
-DEFINE_ROW(row_f32, float, __m512, 16, __mmask16, _mm512_setzero_ps, _mm512_loadu_ps,
-           _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, fmaf, _mm512_maskz_loadu_ps,
-           _mm512_mask_storeu_ps)
-DEFINE_ROW(row_f64, double, __m512d, 8, __mmask8, _mm512_setzero_pd, _mm512_loadu_pd,
-           _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, fma, _mm512_maskz_loadu_pd,
-           _mm512_mask_storeu_pd)
+/* Direct-engine rows on 512-bit vectors (CONVT_X86_ROW): on short rows
+ * (depthwise layers, 100-odd outputs) the loop overhead and the scalar edges
+ * dominate, and half as many iterations as AVX2's halve them. */
+#define LANES_BELOW(n) ((1u << (n)) - 1u)
+#define MASKED_LOAD_PS(p, mask) _mm512_maskz_loadu_ps((__mmask16)(mask), p)
+#define MASKED_LOAD_PD(p, mask) _mm512_maskz_loadu_pd((__mmask8)(mask), p)
+#define MASKED_STORE_PS(p, mask, v) _mm512_mask_storeu_ps(p, (__mmask16)(mask), v)
+#define MASKED_STORE_PD(p, mask, v) _mm512_mask_storeu_pd(p, (__mmask8)(mask), v)
+#define SPLAT_PS(p) _mm512_set1_ps(*(p))
+#define SPLAT_PD(p) _mm512_set1_pd(*(p))
+CONVT_X86_ROW(AVX512 static, row_f32, float, __m512, 16, unsigned, LANES_BELOW,
+              _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, MASKED_LOAD_PS,
+              MASKED_STORE_PS, SPLAT_PS, _mm512_fmadd_ps, fmaf)
+CONVT_X86_ROW(AVX512 static, row_f64, double, __m512d, 8, unsigned, LANES_BELOW,
+              _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, MASKED_LOAD_PD,
+              MASKED_STORE_PD, SPLAT_PD, _mm512_fmadd_pd, fma)
 
 #define NO_STORES {{0}, {0}}
 #define FLAGS (CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | CONVT_SET_FUSED)
