@@ -18,6 +18,9 @@ cdef struct Direct:
     const Py_ssize_t* tap_kernel       # [ndim][max_stride][max_taps]
     const Py_ssize_t* tap_offset       # [ndim][max_stride][max_taps]
     const Py_ssize_t* tap_residue      # [ndim][max_stride][max_taps] (Conv)
+    const Py_ssize_t* kernel_strides   # [ndim]: row-major strides of kernel positions
+    Py_ssize_t kernel_positions        # channels-last rows: positions of packed
+    const void* packed                 # channels-last rows: [position][channel] weights
 
 
 # One thread's scratch, carved from its workspace (see convt._plan.direct_plan).
@@ -275,7 +278,10 @@ cdef void direct_row_in(const Direct* d, Py_ssize_t row, acc_t* floats,
     scratch.w_offsets = ints + 2 * d.problem.ndim
     scratch.sources = <void**>(ints + 2 * d.problem.ndim + d.layout.max_sources)
     scratch.group_sources = <void**>(ints + 2 * d.problem.ndim + 2 * d.layout.max_sources)
-    direct_row(d, row, &scratch, floats)
+    if d.layout.channels:
+        channel_row(d, row, &scratch, floats)
+    else:
+        direct_row(d, row, &scratch, floats)
 
 
 # One run of the direct engine, shared by the pool's threads: item i is the
@@ -332,13 +338,15 @@ cdef class DirectEngine:
         self.d.tap_kernel = <const Py_ssize_t*>data_of(plan.tap_kernel)
         self.d.tap_offset = <const Py_ssize_t*>data_of(plan.tap_offset)
         self.d.tap_residue = <const Py_ssize_t*>data_of(plan.tap_residue)
+        self.d.kernel_strides = <const Py_ssize_t*>data_of(plan.kernel_strides)
         self.doubles = decision.accumulation.itemsize == 8
 
-    def run(self, arrays, workspace, scratch, int num_threads):
+    def run(self, arrays, workspace, scratch, packed, int num_threads):
         """Every output row, on ``arrays`` (convt._engine.Operands), shared by up to
         ``num_threads`` pool threads; ``workspace`` is (threads, layout.floats) of
-        the accumulation type, ``scratch`` (threads, layout.ints) intp.  Returns
-        the threads that took part."""
+        the accumulation type, ``scratch`` (threads, layout.ints) intp, ``packed``
+        (kernel positions, layout.channels) of the accumulation type, filled here
+        for channels-last rows.  Returns the threads that took part."""
         cdef Direct d = self.d
         cdef DirectJob job
         cdef Signals signals = signals_for_this_call()
@@ -346,6 +354,13 @@ cdef class DirectEngine:
         cdef Py_ssize_t rows = d.layout.rows
         cdef int used
         d.ops = operands_of(arrays)
+        d.packed = data_of(packed)
+        d.kernel_positions = packed.shape[0]
+        if d.layout.channels:
+            if self.doubles:
+                pack_channel_weights(&d, <double*>d.packed)
+            else:
+                pack_channel_weights(&d, <float*>d.packed)
         job.d = &d
         job.signals = &signals
         job.workspace = <void*>data_of(workspace)

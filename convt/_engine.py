@@ -69,6 +69,8 @@ def problem_of(x, w, y, geometry, group, transpose=True):
         dtype=x.dtype,
         y_rows_contiguous=y.shape[-1] <= 1 or y.strides[-1] == y.itemsize,
         x_spatially_contiguous=_spatially_contiguous(x),
+        channels_innermost=(x.strides[1] == x.itemsize or x.shape[1] <= 1)
+        and (y.strides[1] == y.itemsize or y.shape[1] <= 1),
         transpose=transpose,
     )
 
@@ -117,7 +119,8 @@ def plan_for(problem, decision):
     interleave = problem.y_rows_contiguous and problem.dtype == decision.accumulation
     return direct_plan(geometry, problem.batch, problem.out_channels,
                        _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores,
-                       problem.transpose)
+                       problem.transpose, decision.channel_vectors,
+                       problem.dtype != decision.accumulation)
 
 
 def work_items(plan):
@@ -215,7 +218,7 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     run, decision = call.run, call.run.decision
     threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
     b_acc = None
-    if b is not None and decision.engine == "gemm":
+    if b is not None and (decision.engine == "gemm" or decision.channel_vectors):
         b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
     arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides)
     if call.transpose:
@@ -306,7 +309,10 @@ def _run_direct(arrays, run, threads):
     layout = run.plan.layout[0]
     workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
     scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
-    run.engine.run(arrays, workspace, scratch, threads)
+    # channels-last rows: the weights as (kernel position, channel) vectors
+    packed = np.empty((math.prod(run.problem.geometry.kernel_shape) if layout["channels"] else 0,
+                       layout["channels"]), dtype=run.decision.accumulation)
+    run.engine.run(arrays, workspace, scratch, packed, threads)
 
 
 # Non-finite weights whose exact contributions are added one by one after the
@@ -483,8 +489,14 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
     out_shape = layer.output_shape_for(x_shape, w_shape)
     channel = 1 if getattr(layer, "data_format", "NCX") == "NCX" else -1
     transpose = not getattr(layer, "_forward", False)
-    problem = _dispatch.Problem(geometry, x_shape[0], x_shape[channel], out_shape[channel],
-                                group, dtype, transpose=transpose)
+    channels_last = channel == -1
+    in_channels, out_channels = x_shape[channel], out_shape[channel]
+    problem = _dispatch.Problem(
+        geometry, x_shape[0], in_channels, out_channels, group, dtype,
+        y_rows_contiguous=not channels_last or out_channels <= 1,
+        x_spatially_contiguous=not channels_last or in_channels <= 1,
+        channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),
+        transpose=transpose)
     run = execution(problem)
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
                                         problem.multiply_adds())

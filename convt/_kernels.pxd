@@ -34,7 +34,11 @@ cdef extern from "kernel_set.h" nogil:
     ctypedef void (*convt_row_f64)(Py_ssize_t, const double* const*, const double*,
                                    Py_ssize_t, const Py_ssize_t*, Py_ssize_t, Py_ssize_t,
                                    double*, int)
+    ctypedef void (*convt_channels_f32)(Py_ssize_t, Py_ssize_t, const float*, Py_ssize_t,
+                                        const float*, float*, Py_ssize_t)
     ctypedef void (*convt_interleave_f32)(float*, const float*, const float*, Py_ssize_t, float)
+    ctypedef void (*convt_channels_f64)(Py_ssize_t, Py_ssize_t, const double*, Py_ssize_t,
+                                        const double*, double*, Py_ssize_t)
     ctypedef void (*convt_interleave_f64)(double*, const double*, const double*, Py_ssize_t,
                                           double)
     ctypedef void (*convt_run_f32)(float*, const float*, Py_ssize_t, float)
@@ -55,6 +59,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_pair_f32 pair[2][6]
         convt_pair_store_f32 pair_store[4][2][6]
         convt_row_f32 row
+        convt_channels_f32 channels
         convt_interleave_f32 interleave
         convt_run_f32 store_even
         convt_run_f32 add_bias
@@ -72,6 +77,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_pair_f64 pair[2][6]
         convt_pair_store_f64 pair_store[4][2][6]
         convt_row_f64 row
+        convt_channels_f64 channels
         convt_interleave_f64 interleave
         convt_run_f64 store_even
         convt_run_f64 add_bias
@@ -167,7 +173,7 @@ cdef extern from "records.h" nogil:
         Py_ssize_t masked_stores, input_is_tile
     ctypedef struct DirectLayout "convt_direct_layout":
         Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
-        Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose
+        Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose, channels
     const char* const* convt_axis_fields
     const char* const* convt_problem_fields
     const char* const* convt_gemm_stack_fields

@@ -18,6 +18,7 @@ Files, by job (included here, one extension module):
 * ``_scatter.pxi``: the GEMM engine's output side (product rows to y);
 * ``_pack.pxi``: weight packing for the GEMM engine;
 * ``_direct.pxi``: the direct engine driver (row kernels);
+* ``_channels.pxi``: its channels-last depthwise rows (channels as vector lanes);
 * ``_signals.pxi``: running Python's signal handlers between work items;
 * ``_testing.pxi``: per-kernel testers against the scalar references.
 
@@ -70,6 +71,7 @@ include "_scatter.pxi"
 include "_gemm.pxi"
 include "_pack.pxi"
 include "_direct.pxi"
+include "_channels.pxi"
 include "_testing.pxi"
 
 _check_records()

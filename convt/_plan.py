@@ -707,6 +707,7 @@ class DirectPlan:
     tap_kernel: np.ndarray      # (ndim, max entries, max taps)
     tap_offset: np.ndarray      # (ndim, max entries, max taps): decimated input offsets
     tap_residue: np.ndarray     # (ndim, max entries, max taps): input residues (Conv)
+    kernel_strides: np.ndarray  # (ndim,): row-major strides of the kernel's positions
 
 
 def _direct_entries(geometry, transpose):
@@ -732,13 +733,16 @@ def _direct_entries(geometry, transpose):
 
 @functools.lru_cache(maxsize=128)
 def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_stores,
-                transpose=True):
+                transpose=True, channel_vectors=False, converted=False):
     """Plan the direct engine: per-axis tap tables, output rows, workspace layout.
 
     ``interleave``: stride-2 output rows are written with the interleaving
     store (y's last axis is contiguous and the storage is the accumulation type).
     ``transpose``: ConvTranspose, else Conv (its last axis's entries are input
     residues summed into one output phase; rows are read decimated).
+    ``channel_vectors``: a row is every channel of (image, leading outputs),
+    summed with the channels as vector lanes (channels-last depthwise);
+    ``converted``: its source rows are converted to the accumulation type.
     """
     ndim = geometry.ndim
     entries = _direct_entries(geometry, transpose) or [[[]] for _ in range(ndim)]
@@ -754,6 +758,13 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
             for j, tap in enumerate(taps):
                 kernel[a, e, j], offset[a, e, j], residue[a, e, j] = tap
     out_last, in_last = geometry.output_shape[-1], geometry.input_shape[-1]
+    kernel_strides = np.array([math.prod(geometry.kernel_shape[a + 1:]) for a in range(ndim)],
+                              dtype=np.intp)
+    tables = (_records.frozen(count), _records.frozen(kernel), _records.frozen(offset),
+              _records.frozen(residue), _records.frozen(kernel_strides))
+    if channel_vectors:
+        return DirectPlan(_channel_layout(geometry, batch, out_channels, max_sources,
+                                          max_entries, max_taps, transpose, converted), *tables)
     if transpose:
         phase_length = max(phase.count for phase in geometry_phases(geometry)[-1])
         row_buffers = len(entries[-1]) * phase_length
@@ -779,6 +790,38 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
         interleave=int(interleave),
         masked_stores=int(masked_stores),
         transpose=int(transpose),
+        channels=0,
     )
-    return DirectPlan(layout, _records.frozen(count), _records.frozen(kernel),
-                      _records.frozen(offset), _records.frozen(residue))
+    return DirectPlan(layout, *tables)
+
+
+def _channel_layout(geometry, batch, channels, max_sources, max_entries, max_taps, transpose,
+                    converted):
+    """The direct engine's layout for channels-last rows: a thread holds one output
+    row of (position, channel) sums and, when x is converted, a batch of source rows
+    within CHANNEL_ROW_MAX elements; rows are read in place otherwise."""
+    from ._dispatch import CHANNEL_ROW_MAX
+
+    ndim = geometry.ndim
+    out_row = geometry.output_shape[-1] * channels
+    x_row = geometry.input_shape[-1] * channels
+    if converted:
+        max_sources = max(1, min(max_sources, CHANNEL_ROW_MAX // max(1, x_row)))
+    floats = out_row + (max_sources * x_row if converted else 0)
+    return _records.record(
+        _records.DIRECT_LAYOUT,
+        rows=batch * math.prod(geometry.output_shape[:-1]),
+        max_stride=max_entries,
+        max_taps=max_taps,
+        phase_length=geometry.output_shape[-1],
+        max_sources=max_sources,
+        x_rows=out_row,
+        x_row=x_row,
+        weights=floats,
+        floats=floats,
+        ints=2 * ndim + 3 * max_sources,
+        interleave=0,
+        masked_stores=0,
+        transpose=int(transpose),
+        channels=channels,
+    )

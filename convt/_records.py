@@ -102,6 +102,7 @@ DIRECT_LAYOUT = _record(
     "interleave",      # 1: stride-2 rows are written with the interleaving store
     "masked_stores",   # 1: stride-2 even stores with the set's masked stores
     "transpose",       # 1: ConvTranspose; 0: Conv (last-axis entries are input residues)
+    "channels",        # >0: rows are every channel of a position run, these many lanes
 )
 
 RECORDS = {

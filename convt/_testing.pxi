@@ -27,6 +27,10 @@ cdef extern from "reference.h" nogil:
                                  const Py_ssize_t*, Py_ssize_t, Py_ssize_t, float*, int)
     void convt_reference_row_f64(Py_ssize_t, const double* const*, const double*, Py_ssize_t,
                                  const Py_ssize_t*, Py_ssize_t, Py_ssize_t, double*, int)
+    void convt_reference_channels_f32(Py_ssize_t, Py_ssize_t, const float*, Py_ssize_t,
+                                      const float*, float*, Py_ssize_t)
+    void convt_reference_channels_f64(Py_ssize_t, Py_ssize_t, const double*, Py_ssize_t,
+                                      const double*, double*, Py_ssize_t)
     void convt_reference_interleave_f32(float*, const float*, const float*, Py_ssize_t, float)
     void convt_reference_interleave_f64(double*, const double*, const double*, Py_ssize_t,
                                         double)
@@ -169,6 +173,39 @@ def _run_row(spec):
         row_typed(spec, <float*>pointer(spec.w))
     else:
         row_typed(spec, <double*>pointer(spec.w))
+
+
+cdef channels_typed(spec, acc_t* out):
+    cdef const acc_t* x = <const acc_t*>pointer(spec.x)
+    cdef const acc_t* w = <const acc_t*>pointer(spec.w)
+    cdef Py_ssize_t count = spec.count, channels = spec.channels
+    cdef Py_ssize_t x_step = spec.x_step, out_step = spec.out_step
+    cdef Kernels kernels
+    if spec.family == "reference":
+        if acc_t is float:
+            convt_reference_channels_f32(count, channels, x, x_step, w, out, out_step)
+        else:
+            convt_reference_channels_f64(count, channels, x, x_step, w, out, out_step)
+        return
+    kernels = kernels_named(spec.family)
+    if acc_t is float:
+        kernels.f32.channels(count, channels, x, x_step, w, out, out_step)
+    else:
+        kernels.f64.channels(count, channels, x, x_step, w, out, out_step)
+
+
+def _run_channels(spec):
+    """Tests only: one call of a channels kernel: spec.out[t * out_step + c] +=
+    spec.w[c] * spec.x[t * x_step + c] for t < spec.count, c < spec.channels."""
+    needed = {"x": (spec.count - 1) * spec.x_step + spec.channels,
+              "out": (spec.count - 1) * spec.out_step + spec.channels, "w": spec.channels}
+    for name, size in needed.items():
+        if spec.count and getattr(spec, name).size < size:
+            raise ValueError(f"spec.{name} holds fewer than {size} elements")
+    if spec.out.dtype == np.float32:
+        channels_typed(spec, <float*>pointer(spec.out))
+    else:
+        channels_typed(spec, <double*>pointer(spec.out))
 
 
 cdef runs_typed(spec, acc_t* out):

@@ -308,6 +308,46 @@ def test_row_kernels_match_the_reference(family, acc):
 
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
+def test_channels_kernels_match_the_reference(family, acc):
+    # every channel count up to three vectors and beyond (full, partial and
+    # masked-tail blocks), gapped and unit steps, NaN and Inf carried through
+    kernels = _kernel_set(family, acc)
+    fused = kernels.has(_dispatch.SET_FUSED)
+    rng = np.random.default_rng(7)
+    for channels in list(range(1, 50)) + [64, 67]:
+        for count, x_step, out_step in ((1, 0, 0), (5, channels, channels),
+                                        (9, 2 * channels + 1, 3 * channels)):
+            x_step, out_step = max(x_step, channels), max(out_step, channels)
+            x = rng.standard_normal((count - 1) * x_step + channels).astype(acc)
+            w = rng.standard_normal(channels).astype(acc)
+            if channels > 3 and count > 1:
+                x[x_step + 1], w[2] = np.nan, np.inf
+            size = (count - 1) * out_step + channels
+            out_in = rng.standard_normal(size).astype(acc)
+            results = {}
+            for name in ("reference", family):
+                whole, inner = _guarded(size, acc, rng, fill=False)
+                inner[:] = out_in
+                _kernels._run_channels(SimpleNamespace(
+                    family=name, x=x, w=w, count=count, channels=channels, x_step=x_step,
+                    out=inner, out_step=out_step))
+                _assert_guards(whole)
+                results[name] = inner.copy()
+            touched = np.zeros(size, dtype=bool)
+            for t in range(count):
+                touched[t * out_step:t * out_step + channels] = True
+            # gaps between the runs of outputs are left as they were
+            assert np.array_equal(results[family][~touched], out_in[~touched])
+            magnitude = np.abs(out_in.astype(np.float64))
+            for t in range(count):
+                magnitude[t * out_step:t * out_step + channels] += np.abs(
+                    w.astype(np.float64) * x[t * x_step:t * x_step + channels])
+            _assert_close(results[family], results["reference"], 3 * _eps(acc) * magnitude,
+                          fused)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_run_kernels_match_the_reference(family, acc):
     _kernel_set(family, acc)
     rng = np.random.default_rng(6)

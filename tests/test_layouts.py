@@ -6,8 +6,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from _conv_helpers import assert_conv_matches_reference
 from _helpers import DTYPES, ENGINES, assert_matches_reference, examples, run_engine
-from convt import ConvTranspose, _engine, conv_transpose
+from convt import Conv, ConvTranspose, _engine, conv_transpose, explain
 
 
 def to_layout(x, w, data_format, filter_format):
@@ -191,3 +192,69 @@ def test_channels_last_views_of_any_layout():
     view = np.moveaxis(x, 1, -1)[:, ::-1]
     y = conv_transpose(view, w, strides=2, data_format="NXC")
     assert_matches_reference(y, view, w, None, strides=2, data_format="NXC")
+
+
+# Channels-last depthwise layers run rows of every channel with the channels as
+# vector lanes: channel counts around the vector widths (masked tails, one and
+# two vector blocks), every axis count, strides, dilations, output padding and
+# output_shape, and for Conv decimating strides.
+CHANNEL_ROW_CASES = {
+    "1d_k3s3_dilated": ((2, 9, 23), (9, 1, 3),
+                        dict(strides=(3,), dilations=(2,), pads=(2, 1), group=9)),
+    "2d_k4s2_17ch": ((1, 17, 9, 10), (17, 1, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1),
+                                                          group=17, output_padding=(1, 0))),
+    "2d_k3s1_40ch": ((2, 40, 6, 7), (40, 1, 3, 3), dict(pads=(1, 1, 1, 1), group=40)),
+    "3d_k2x3x2_8ch": ((1, 8, 3, 4, 5), (8, 1, 2, 3, 2),
+                      dict(strides=(1, 2, 3), output_shape=(4, 8, 17), group=8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANNEL_ROW_CASES))
+def test_channels_last_depthwise_rows_match_the_reference(name):
+    x_shape, w_shape, params = CHANNEL_ROW_CASES[name]
+    rng = np.random.default_rng(len(name))
+    params = dict(params, data_format="NXC", filter_format="XOI")
+    for dtype in DTYPES:
+        x = rng.standard_normal(x_shape).astype(dtype)
+        w = rng.standard_normal(w_shape).astype(dtype)
+        b = rng.standard_normal(w_shape[0]).astype(dtype)
+        x, w = to_layout(x, w, "NXC", "XOI")
+        layer = ConvTranspose(**params)
+        assert explain(layer, x.shape, w.shape, dtype).decision.channel_vectors
+        for data in (x, np.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, 3), (0, 0)])[..., ::2, :]):
+            # contiguous rows, and rows whose positions are not adjacent (a view)
+            for threads in (1, 2):
+                y = ConvTranspose(num_threads=threads, **params).apply(data, w, b)
+                assert_matches_reference(y, data, w, b, **params)
+
+
+@pytest.mark.parametrize("strides", [(1, 1), (2, 3)])
+def test_channels_last_depthwise_conv_rows_match_the_reference(strides):
+    rng = np.random.default_rng(sum(strides))
+    params = dict(strides=strides, pads=(1, 2, 0, 1), dilations=(1, 2), group=19,
+                  data_format="NXC", filter_format="XIO")
+    for dtype in DTYPES:
+        x = rng.standard_normal((2, 11, 13, 19)).astype(dtype)
+        w = rng.standard_normal((3, 3, 1, 19)).astype(dtype)      # XIO: (k..., C/g, M)
+        b = rng.standard_normal(19).astype(dtype)
+        layer = Conv(**params)
+        assert explain(layer, x.shape, w.shape, dtype).decision.channel_vectors
+        y = layer.apply(x, w, b)
+        assert_conv_matches_reference(np.moveaxis(y, -1, 1), np.moveaxis(x, -1, 1),
+                                      np.moveaxis(w, (-1, -2), (0, 1)), b,
+                                      **dict(params, data_format="NCX", filter_format="OIX"))
+
+
+def test_channels_last_depthwise_rows_equal_the_channel_by_channel_rows():
+    # the same sums in the same order: bit-identical to the direct engine's
+    # channel-by-channel rows on the same data
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 7, 9, 24)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 1, 24)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    params = dict(strides=(2, 3), pads=(1, 0, 1, 2), group=24, data_format="NXC",
+                  filter_format="XOI")
+    vectors = run_engine("direct", x, w, b, **params)
+    channel_by_channel = run_engine("direct", x, w, b, overrides=dict(channel_vectors=False),
+                                    **params)
+    np.testing.assert_array_equal(vectors, channel_by_channel)

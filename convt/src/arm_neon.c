@@ -348,6 +348,29 @@ PAIRS_10(STORE_HALF, store_half_f64_r, F64, SF64)
 DEFINE_ROW(row_f32, F32, fmaf)
 DEFINE_ROW(row_f64, F64, fma)
 
+/* Channels-last direct-engine passes: the channels in vectors (weights kept in
+ * registers across the run of outputs), then fused scalar lanes. */
+#define DEFINE_CHANNELS(NAME, F, SCALAR_FMA)                                              \
+    static void NAME(ptrdiff_t count, ptrdiff_t channels, const F##_T *x, ptrdiff_t x_step, \
+                     const F##_T *w, F##_T *out, ptrdiff_t out_step)                      \
+    {                                                                                     \
+        ptrdiff_t t, c = 0;                                                               \
+        for (; c + F##_L <= channels; c += F##_L) {                                       \
+            F##_V weight = F##_LOAD(w + c);                                               \
+            for (t = 0; t < count; ++t) {                                                 \
+                F##_T *o = out + t * out_step + c;                                        \
+                F##_STORE(o, F##_FMA(F##_LOAD(o), weight, F##_LOAD(x + t * x_step + c))); \
+            }                                                                             \
+        }                                                                                 \
+        for (; c < channels; ++c)                                                         \
+            for (t = 0; t < count; ++t)                                                   \
+                out[t * out_step + c] = SCALAR_FMA(w[c], x[t * x_step + c], out[t * out_step + c]); \
+    }
+#define F32_FMA(acc, a, b) vfmaq_f32((acc), (a), (b))
+#define F64_FMA(acc, a, b) vfmaq_f64((acc), (a), (b))
+DEFINE_CHANNELS(channels_f32, F32, fmaf)
+DEFINE_CHANNELS(channels_f64, F64, fma)
+
 /* y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias: ST2 interleaves. */
 #define DEFINE_INTERLEAVE(NAME, F, PAIR_T, STORE2)                                        \
     static void NAME(F##_T *y, const F##_T *even, const F##_T *odd, ptrdiff_t pairs,      \
@@ -461,7 +484,7 @@ const convt_kernels_f32 convt_neon_f32 = {
      {PAIR_TABLE_12(store_bf16_r), PAIR_TABLE_12(store_half_bf16_r)},
      {PAIR_TABLE_12(store_f32_r), PAIR_TABLE_12(store_half_f32_r)},
      NO_STORES},
-    row_f32, interleave_f32, convt_portable_store_even_f32, add_bias_f32,
+    row_f32, channels_f32, interleave_f32, convt_portable_store_even_f32, add_bias_f32,
     {load_f16_f32, load_bf16_f32, load_f32_f32, convt_portable_load_f64_f32},
     {store_f16_f32, store_bf16_f32, store_f32_f32, convt_portable_store_f64_f32}};
 
@@ -471,7 +494,7 @@ const convt_kernels_f64 convt_neon_f64 = {
     {PAIR_TABLE_10(pair_F64_r), PAIR_TABLE_10(pair_half_F64_r)},
     {NO_STORES, NO_STORES, NO_STORES,
      {PAIR_TABLE_10(store_f64_r), PAIR_TABLE_10(store_half_f64_r)}},
-    row_f64, interleave_f64, convt_portable_store_even_f64, add_bias_f64,
+    row_f64, channels_f64, interleave_f64, convt_portable_store_even_f64, add_bias_f64,
     {convt_portable_load_f16_f64, convt_portable_load_bf16_f64, convt_portable_load_f32_f64,
      load_f64_f64},
     {convt_portable_store_f16_f64, convt_portable_store_bf16_f64,

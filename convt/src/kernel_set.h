@@ -35,6 +35,9 @@
  *     out[t] (+)= sum over sources s, then taps j, of w[s * taps + j] *
  *     x[s][t + offsets[j]] for t < count, where only taps whose input index
  *     is inside [0, in_size) contribute (fused multiply-adds in that order).
+ * channels: the channels-last direct engine's pass (channels are the lanes),
+ *     out[t * out_step + c] = fma(w[c], x[t * x_step + c], out[t * out_step + c])
+ *     for t < count, c < channels: one (source, tap) added to a run of outputs.
  * interleave: y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias.
  * store_even: y[2 i] = src[i] + bias (odd outputs untouched).
  * add_bias: dst[i] = src[i] + bias.
@@ -76,6 +79,9 @@ enum {
                                   ptrdiff_t taps, const ptrdiff_t *offsets,               \
                                   ptrdiff_t in_size, ptrdiff_t count, T *out,             \
                                   int accumulate);                                        \
+    typedef void (*convt_channels_##S)(ptrdiff_t count, ptrdiff_t channels, const T *x,   \
+                                       ptrdiff_t x_step, const T *w, T *out,              \
+                                       ptrdiff_t out_step);                               \
     typedef void (*convt_interleave_##S)(T *y, const T *even, const T *odd,               \
                                          ptrdiff_t pairs, T bias);                        \
     typedef void (*convt_run_##S)(T *dst, const T *src, ptrdiff_t count, T bias);         \
@@ -92,6 +98,7 @@ enum {
         convt_pair_##S pair[2][CONVT_MAX_PAIRS];                                          \
         convt_pair_store_##S pair_store[CONVT_STORAGE_COUNT][2][CONVT_MAX_PAIRS];         \
         convt_row_##S row;                                                                \
+        convt_channels_##S channels;                                                      \
         convt_interleave_##S interleave;                                                  \
         convt_run_##S store_even;                                                         \
         convt_run_##S add_bias;                                                           \

@@ -169,6 +169,17 @@ PORTABLE_ROW(convt_portable_row_f64, double)
 #endif
 
 #define PORTABLE_RUNS(S, T)                                                               \
+    void convt_portable_channels_##S(ptrdiff_t count, ptrdiff_t channels, const T *x,     \
+                                     ptrdiff_t x_step, const T *w, T *out,                \
+                                     ptrdiff_t out_step)                                  \
+    {                                                                                     \
+        ptrdiff_t t, c;                                                                   \
+        for (t = 0; t < count; ++t) {                                                     \
+            const T *in = x + t * x_step;                                                 \
+            T *o = out + t * out_step;                                                    \
+            for (c = 0; c < channels; ++c) o[c] = CONVT_MUL_ADD(w[c], in[c], o[c]);       \
+        }                                                                                 \
+    }                                                                                     \
     void convt_portable_interleave_##S(T *y, const T *even, const T *odd, ptrdiff_t pairs, \
                                        T bias)                                            \
     {                                                                                     \
@@ -244,7 +255,7 @@ PORTABLE_CONVERSIONS(f64, double)
         {gemm_##TYPE##_r1, gemm_##TYPE##_r2, gemm_##TYPE##_r3,                            \
          gemm_##TYPE##_r4, gemm_##TYPE##_r5, gemm_##TYPE##_r6},                           \
         {0}, {0}, {{0}}, {{{0}}},                                                         \
-        convt_portable_row_##S, convt_portable_interleave_##S,                            \
+        convt_portable_row_##S, convt_portable_channels_##S, convt_portable_interleave_##S,                            \
         convt_portable_store_even_##S, convt_portable_add_bias_##S,                       \
         CONVT_PORTABLE_LOADS(S), CONVT_PORTABLE_STORES(S)};
 PORTABLE_SET(f32, F32, NR_F32)

@@ -80,6 +80,16 @@
         }                                                                                   \
     }                                                                                       \
                                                                                             \
+    void convt_reference_channels_##S(ptrdiff_t count, ptrdiff_t channels, const T *x,      \
+                                      ptrdiff_t x_step, const T *w, T *out,                 \
+                                      ptrdiff_t out_step)                                   \
+    {                                                                                       \
+        ptrdiff_t t, c;                                                                     \
+        for (t = 0; t < count; ++t)                                                         \
+            for (c = 0; c < channels; ++c)                                                  \
+                out[t * out_step + c] = FMA(w[c], x[t * x_step + c], out[t * out_step + c]); \
+    }                                                                                       \
+                                                                                            \
     void convt_reference_interleave_##S(T *y, const T *even, const T *odd,                  \
                                         ptrdiff_t pairs, T bias)                            \
     {                                                                                       \

@@ -81,6 +81,9 @@ static inline void convt_row_interior(ptrdiff_t taps, const ptrdiff_t *offsets,
                                 ptrdiff_t taps, const ptrdiff_t *offsets,                 \
                                 ptrdiff_t in_size, ptrdiff_t count, T *out,               \
                                 int accumulate);                                          \
+    void convt_portable_channels_##S(ptrdiff_t count, ptrdiff_t channels, const T *x,     \
+                                     ptrdiff_t x_step, const T *w, T *out,                \
+                                     ptrdiff_t out_step);                                 \
     void convt_portable_interleave_##S(T *y, const T *even, const T *odd,                 \
                                        ptrdiff_t pairs, T bias);                          \
     void convt_portable_store_even_##S(T *y, const T *src, ptrdiff_t count, T bias);      \

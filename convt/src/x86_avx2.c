@@ -107,6 +107,12 @@ CONVT_X86_ROW(AVX2, convt_avx2_row_f64, double, __m256d, 4, __m256i, lanes_below
               _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_maskload_pd,
               _mm256_maskstore_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma)
 
+CONVT_X86_CHANNEL_TAILS(AVX2)
+CONVT_X86_CHANNELS(AVX2 static, channels_f32, float, __m256, 8, _mm256_loadu_ps,
+                   _mm256_storeu_ps, _mm256_fmadd_ps, convt_channel_tail_f32)
+CONVT_X86_CHANNELS(AVX2 static, channels_f64, double, __m256d, 4, _mm256_loadu_pd,
+                   _mm256_storeu_pd, _mm256_fmadd_pd, convt_channel_tail_f64)
+
 /* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order. */
 #define DEFINE_INTERLEAVE(NAME, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI, PERMUTE, STORE) \
     AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)            \
@@ -226,7 +232,7 @@ void convt_avx2_store_f64_f64(void *dst, const double *src, ptrdiff_t count, dou
     const convt_kernels_##S convt_avx2_##S = {                                            \
         "avx2", MR, NR, CONVT_SET_PACK | CONVT_SET_FUSED,                                 \
         GEMM_TABLE(TYPE, ), GEMM_TABLE(TYPE, _pack), {0}, {{0}}, {{{0}}},                 \
-        convt_avx2_row_##S, convt_avx2_interleave_##S, convt_portable_store_even_##S,     \
+        convt_avx2_row_##S, channels_##S, convt_avx2_interleave_##S, convt_portable_store_even_##S,     \
         convt_avx2_add_bias_##S, CONVT_AVX2_LOADS_##TYPE, CONVT_AVX2_STORES_##TYPE};
 AVX2_SET(f32, F32, 16)
 AVX2_SET(f64, F64, 8)

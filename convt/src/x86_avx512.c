@@ -262,6 +262,12 @@ CONVT_X86_ROW(AVX512 static, row_f64, double, __m512d, 8, unsigned, LANES_BELOW,
               _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, MASKED_LOAD_PD,
               MASKED_STORE_PD, SPLAT_PD, _mm512_fmadd_pd, fma)
 
+CONVT_X86_CHANNEL_TAILS(AVX512)
+CONVT_X86_CHANNELS(AVX512 static, channels_f32, float, __m512, 16, _mm512_loadu_ps,
+                   _mm512_storeu_ps, _mm512_fmadd_ps, convt_channel_tail_f32)
+CONVT_X86_CHANNELS(AVX512 static, channels_f64, double, __m512d, 8, _mm512_loadu_pd,
+                   _mm512_storeu_pd, _mm512_fmadd_pd, convt_channel_tail_f64)
+
 #define NO_STORES {{0}, {0}}
 #define FLAGS (CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | CONVT_SET_FUSED)
 
@@ -273,7 +279,7 @@ const convt_kernels_f32 convt_avx512_f32 = {
      {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      NO_STORES},
-    row_f32, convt_avx2_interleave_f32, store_even_f32, convt_avx2_add_bias_f32,
+    row_f32, channels_f32, convt_avx2_interleave_f32, store_even_f32, convt_avx2_add_bias_f32,
     CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
@@ -282,7 +288,7 @@ const convt_kernels_f64 convt_avx512_f64 = {
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {NO_STORES, NO_STORES, NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
-    row_f64, convt_avx2_interleave_f64, store_even_f64, convt_avx2_add_bias_f64,
+    row_f64, channels_f64, convt_avx2_interleave_f64, store_even_f64, convt_avx2_add_bias_f64,
     CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64};
 
 #endif /* x86-64 */
