@@ -60,14 +60,17 @@ class Layer:
                       f"{'x'.join(map(str, x_shape[2:]))} k{w_shape[2]} "
                       f"s{params.get('strides', (1,))[0]} g{params.get('group', 1)}")
 
-    def time(self, threads, repeat, engine=None, kernel_set=None):
+    def time(self, threads, repeat, engine=None, kernel_set=None, **overrides):
         """Median seconds of one call (output reused, as in a loop)."""
         attributes, x, w, b, geometry = self.layer._prepare(self.x, self.w, None)
-        y = np.empty(self.layer.output_shape_for(x.shape, w.shape), x.dtype)
+        # y in the layer's layout, seen (N, C, D...) as the engine takes it
+        y = np.empty(self.layer.output_shape_for(self.x.shape, self.w.shape), x.dtype)
+        if self.layer.data_format == "NXC":
+            y = np.moveaxis(y, -1, 1)
 
         def call():
             _engine.compute(x, w, None, y, geometry, attributes.group, threads,
-                            engine=engine, backend=kernel_set)
+                            engine=engine, backend=kernel_set, **overrides)
 
         for _ in range(2):
             call()
@@ -244,8 +247,33 @@ def tune_threads(args):
               f"(now {_dispatch.MIN_MULTIPLY_ADDS_PER_THREAD:,})")
 
 
+def tune_channel_rows(args):
+    """Channels-last depthwise rows with the channels as vector lanes from this many
+    channels; the channel-by-channel direct rows below."""
+    rows, wins = [], []
+    for channels, size in ((3, 512), (4, 512), (6, 384), (8, 384), (12, 256), (16, 256),
+                           (32, 192)):
+        for kernel, params in ((4, dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+                               (3, dict(pads=(1, 1, 1, 1)))):
+            layer = Layer((1, size, size, channels), (kernel, kernel, 1, channels),
+                          group=channels, data_format="NXC", filter_format="XOI", **params)
+            vectors = layer.time(args.threads, args.repeat, engine="direct",
+                                 channel_vectors=True)
+            rows_of_one = layer.time(args.threads, args.repeat, engine="direct",
+                                     channel_vectors=False)
+            rows.append((f"{channels} channels {size}x{size} k{kernel}", f"{vectors * 1e3:.3f}",
+                         f"{rows_of_one * 1e3:.3f}", f"{rows_of_one / vectors:.2f}"))
+            wins.append((channels, vectors < rows_of_one))
+    report("CHANNEL_ROW_MIN_CHANNELS: channel-vector rows vs channel-by-channel rows", rows,
+           ["layer (NXC, depthwise)", "vectors ms", "channel by channel ms", "speed-up"])
+    choice = min((c for c, _ in wins if all(win for d, win in wins if d >= c)), default=None)
+    print(f"   would choose CHANNEL_ROW_MIN_CHANNELS = {choice} "
+          f"(now {_dispatch.CHANNEL_ROW_MIN_CHANNELS})")
+
+
 TUNERS = {
     "direct": tune_direct_max_work,
+    "channels": tune_channel_rows,
     "avx512": tune_avx512_min_depth,
     "operand": tune_operand_bytes,
     "product": tune_product_bytes,
