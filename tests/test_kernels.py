@@ -58,6 +58,19 @@ def _assert_guards(whole):
         "a kernel wrote outside its output"
 
 
+def _run_guarded(tester, family, out_in, rng, **fields):
+    """{name: output} of ``tester`` (a convt._kernels tester) run for the reference and
+    ``family`` on guarded copies of ``out_in``; the other fields are the call's."""
+    results = {}
+    for name in ("reference", family):
+        whole, inner = _guarded(out_in.size, out_in.dtype, rng, fill=False)
+        inner[:] = out_in
+        tester(SimpleNamespace(family=name, out=inner, **fields))
+        _assert_guards(whole)
+        results[name] = inner.copy()
+    return results
+
+
 def _assert_close(got, expected, bound, fused):
     """Bitwise where the set is fused, else within ``bound``; NaN where the reference has NaN."""
     nan = np.isnan(expected)
@@ -286,15 +299,9 @@ def test_row_kernels_match_the_reference(family, acc):
                         x[1][in_size // 2] = np.nan
                         w[0] = np.inf
                     out_in = rng.standard_normal(count).astype(acc)
-                    results = {}
-                    for name in ("reference", family):
-                        whole, inner = _guarded(count, acc, rng, fill=False)
-                        inner[:] = out_in
-                        _kernels._run_row(SimpleNamespace(
-                            family=name, x=x, w=w, taps=taps, offsets=offsets, in_size=in_size,
-                            count=count, out=inner, accumulate=accumulate))
-                        _assert_guards(whole)
-                        results[name] = inner.copy()
+                    results = _run_guarded(_kernels._run_row, family, out_in, rng, x=x, w=w,
+                                           taps=taps, offsets=offsets, in_size=in_size,
+                                           count=count, accumulate=accumulate)
                     magnitude = np.zeros(count)
                     for s in range(sources):
                         for j in range(taps):
@@ -309,8 +316,8 @@ def test_row_kernels_match_the_reference(family, acc):
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_channels_kernels_match_the_reference(family, acc):
-    # every channel count up to three vectors and beyond (full, partial and
-    # masked-tail blocks), gapped and unit steps, NaN and Inf carried through
+    # every channel count up to three vectors and beyond (two-vector, one-vector
+    # and tail blocks), gapped and unit steps, NaN and Inf carried through
     kernels = _kernel_set(family, acc)
     fused = kernels.has(_dispatch.SET_FUSED)
     rng = np.random.default_rng(7)
@@ -324,15 +331,9 @@ def test_channels_kernels_match_the_reference(family, acc):
                 x[x_step + 1], w[2] = np.nan, np.inf
             size = (count - 1) * out_step + channels
             out_in = rng.standard_normal(size).astype(acc)
-            results = {}
-            for name in ("reference", family):
-                whole, inner = _guarded(size, acc, rng, fill=False)
-                inner[:] = out_in
-                _kernels._run_channels(SimpleNamespace(
-                    family=name, x=x, w=w, count=count, channels=channels, x_step=x_step,
-                    out=inner, out_step=out_step))
-                _assert_guards(whole)
-                results[name] = inner.copy()
+            results = _run_guarded(_kernels._run_channels, family, out_in, rng, x=x, w=w,
+                                   count=count, channels=channels, x_step=x_step,
+                                   out_step=out_step)
             touched = np.zeros(size, dtype=bool)
             for t in range(count):
                 touched[t * out_step:t * out_step + channels] = True
