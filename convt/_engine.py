@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _dispatch, _records
+from ._geometry import Geometry
 from ._plan import direct_plan, gemm_plan
 
 
@@ -184,6 +185,7 @@ class Call:
     x_strides: np.ndarray        # element strides of x, w's grouped view and y
     w_strides: np.ndarray
     y_strides: np.ndarray
+    fold: bool = False           # images run as a leading axis (see folds_batch)
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -201,12 +203,42 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     batch, channels = x.shape[:2]
     if batch == 0 or y.shape[1] == 0 or channels // group == 0:
         return None
+    fold = folds_batch(geometry, batch)
+    if fold:
+        x, w, y = folded(x, w, y)
+        geometry = folded_geometry(geometry, batch)
     problem = problem_of(x, w, y, geometry, group, transpose)
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
     run = execution(problem, engine, backend, **overrides)
     return Call(run, transpose, geometry, group, work_items(run.plan), element_strides(x),
                 element_strides(_grouped_weight(w, group, channels, transpose)),
-                element_strides(y))
+                element_strides(y), fold)
+
+
+def folds_batch(geometry, batch):
+    """Whether a call runs with its images as a leading spatial axis: batched 1-D
+    signals.  The engines' tiles then span several images, so each block of weights
+    is read once per tile rather than once per image (short signals with many
+    channels re-streamed megabytes of weights per image)."""
+    return geometry.ndim == 1 and batch > 1
+
+
+def folded(x, w, y):
+    """Views of (N, C, L) data as (1, C, N, L) and of the weights with a one-tap
+    leading axis."""
+    return np.moveaxis(x, 0, 1)[None], w[:, :, None], np.moveaxis(y, 0, 1)[None]
+
+
+def folded_geometry(geometry, batch):
+    """The geometry with the batch as a leading axis: one tap, no padding."""
+    return Geometry(input_shape=(batch,) + geometry.input_shape,
+                    kernel_shape=(1,) + geometry.kernel_shape,
+                    strides=(1,) + geometry.strides,
+                    dilations=(1,) + geometry.dilations,
+                    output_padding=(0,) + geometry.output_padding,
+                    pads_begin=(0,) + geometry.pads_begin,
+                    pads_end=(0,) + geometry.pads_end,
+                    output_shape=(batch,) + geometry.output_shape)
 
 
 def execute(call, x, w, b, y, num_threads, backend=None):
@@ -216,6 +248,9 @@ def execute(call, x, w, b, y, num_threads, backend=None):
             fill_with_bias(y, b)
         return y
     run, decision = call.run, call.run.decision
+    result = y
+    if call.fold:
+        x, w, y = folded(x, w, y)
     threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
     b_acc = None
     if b is not None and (decision.engine == "gemm" or decision.channel_vectors):
@@ -226,7 +261,7 @@ def execute(call, x, w, b, y, num_threads, backend=None):
             if decision.engine == "gemm":  # non-finite weights the GEMM cannot serve exactly
                 run = execution(run.problem, "direct", backend if backend != "blas" else None)
             _run_direct(arrays, run, threads)
-        return y
+        return result
     if decision.engine == "direct" and not np.isfinite(w).all():
         # the direct engine skips padding; Conv multiplies its zeros by every weight
         run = execution(run.problem, "gemm", backend)
@@ -238,7 +273,7 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     else:
         _run_gemm(arrays, run, threads, finite=False)
     _poison_padding_taps(w, y, call.geometry)
-    return y
+    return result
 
 
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
@@ -491,8 +526,11 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
     transpose = not getattr(layer, "_forward", False)
     channels_last = channel == -1
     in_channels, out_channels = x_shape[channel], out_shape[channel]
+    batch = x_shape[0]
+    if folds_batch(geometry, batch):
+        geometry, batch = folded_geometry(geometry, batch), 1
     problem = _dispatch.Problem(
-        geometry, x_shape[0], in_channels, out_channels, group, dtype,
+        geometry, batch, in_channels, out_channels, group, dtype,
         y_rows_contiguous=not channels_last or out_channels <= 1,
         x_spatially_contiguous=not channels_last or in_channels <= 1,
         channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),

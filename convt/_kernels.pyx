@@ -38,6 +38,8 @@ from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 
 cimport numpy as cnp
+import math
+
 import numpy as np
 
 cnp.import_array()

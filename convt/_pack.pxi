@@ -6,6 +6,13 @@
 # what a micro-kernel call reads, contiguously, for every step of depth.
 
 
+# Weights of the input channels one packing task reads (kept in L2 while it
+# writes every row block).
+cdef enum:
+    PACK_CHUNK_BYTES = 128 * 1024
+    PACK_MIN_TASKS = 8
+
+
 cdef struct Packing:
     Problem problem
     const char* w
@@ -16,6 +23,7 @@ cdef struct Packing:
     Py_ssize_t* tables                 # per stack: [tap][row] offsets in w[c]
     void* packed                       # the packed weights (accumulation type)
     Signals* signals                   # Ctrl-C between tasks (large weights pack for long)
+    Py_ssize_t chunk                   # input channels per task
 
 
 cdef void tap_table(const Packing* p, const GemmStack* stack) noexcept nogil:
@@ -70,34 +78,40 @@ cdef Py_ssize_t zero_non_finite(acc_t* packed, Py_ssize_t count) noexcept nogil:
     return non_finite
 
 
-cdef void pack_input_channel(const Packing* p, const GemmStack* stack, Py_ssize_t group,
-                             Py_ssize_t c, acc_t* packed) noexcept nogil:
-    """Pack every row's weights of input channel c of ``group``: w[group * cg + c] is
-    one contiguous region, gathered into runs of a block's rows."""
+cdef void pack_channels(const Packing* p, const GemmStack* stack, Py_ssize_t group,
+                        Py_ssize_t c_begin, acc_t* packed) noexcept nogil:
+    """Pack input channels [c_begin, c_begin + p.chunk) of ``group`` into every row
+    block: their weights w[group * cg + c] stay in cache while each block gets one
+    contiguous run of chunk x taps x block rows.  (One channel per task wrote runs
+    of a few rows, so each cache line of the packed weights was written piecemeal
+    by several tasks; one block per task re-read each weight line once per phase.)"""
     cdef Py_ssize_t cg = p.problem.cg
     cdef Py_ssize_t depth = cg * stack.taps
+    cdef Py_ssize_t c_end = min(cg, c_begin + p.chunk)
     cdef int storage = p.problem.storage
-    cdef const char* source = element(p.w, group * p.w_strides[0] + c * p.w_strides[1], storage)
     cdef const Py_ssize_t* table = p.tables + stack.table_start
     cdef const Py_ssize_t* starts = p.block_starts + stack.block_start
-    cdef Py_ssize_t block, first, width, j
+    cdef Py_ssize_t block, first, width, c, j
     cdef acc_t* destination
+    cdef const char* source
     for block in range(stack.blocks):
         first = starts[block]
         width = starts[block + 1] - first
-        destination = packed + stack.weight_start + group * stack.group_size \
-            + first * depth + c * stack.taps * width
-        for j in range(stack.taps):
-            gather_weights(destination + j * width, source, table + j * stack.rows + first,
-                           width, storage)
+        destination = packed + stack.weight_start + group * stack.group_size + first * depth
+        for c in range(c_begin, c_end):
+            source = element(p.w, group * p.w_strides[0] + c * p.w_strides[1], storage)
+            for j in range(stack.taps):
+                gather_weights(destination + (c * stack.taps + j) * width, source,
+                               table + j * stack.rows + first, width, storage)
 
 
 cdef inline void pack_task(const Packing* p, Py_ssize_t task, acc_t* packed) noexcept nogil:
-    """Task ``task`` = (stack, group, input channel) of the packing."""
-    cdef Py_ssize_t per_stack = p.problem.groups * p.problem.cg
+    """Task ``task`` = (stack, group, chunk of input channels) of the packing."""
+    cdef Py_ssize_t chunks = (p.problem.cg + p.chunk - 1) // p.chunk
+    cdef Py_ssize_t per_stack = p.problem.groups * chunks
     cdef Py_ssize_t local = task % per_stack
-    pack_input_channel(p, p.stacks + task // per_stack, local // p.problem.cg,
-                       local % p.problem.cg, packed)
+    pack_channels(p, p.stacks + task // per_stack, local // chunks,
+                  (local % chunks) * p.chunk, packed)
 
 
 cdef void pack_task_f32(void* packing, Py_ssize_t task, int slot) noexcept nogil:
@@ -115,8 +129,8 @@ cdef void pack_task_f64(void* packing, Py_ssize_t task, int slot) noexcept nogil
 def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=True):
     """Pack the weights ``arrays.w`` of every stack of a GEMM plan into ``packed``
     (plan.packed_size elements of the accumulation type), one task per stack,
-    group and input channel: it reads that channel's weights, one contiguous
-    region, and writes runs of whole row blocks.  With ``finite`` (ConvTranspose),
+    group and chunk of input channels (their weights, PACK_CHUNK_BYTES at most,
+    are read once and written as one run per row block).  With ``finite`` (ConvTranspose),
     return how many non-finite weights were packed as 0 (see zero_non_finite);
     Conv keeps them: its zero padding is part of its definition."""
     cdef Packing p
@@ -136,7 +150,14 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     p.block_starts = <const Py_ssize_t*>data_of(plan.block_starts)
     p.tables = <Py_ssize_t*>data_of(tables)
     p.packed = <void*>data_of(packed)
-    tasks = stack_count * p.problem.groups * p.problem.cg
+    p.chunk = max(1, min(p.problem.cg, PACK_CHUNK_BYTES // max(
+        1, p.problem.mg * math.prod(arrays.w.shape[2:]) * convt_itemsize(p.problem.storage))))
+    # at least PACK_MIN_TASKS tasks where there are channels for them (threads share them)
+    tasks = stack_count * p.problem.groups      # 0 when every tap reads only padding
+    if tasks:
+        tasks = (PACK_MIN_TASKS + tasks - 1) // tasks
+        p.chunk = max(1, min(p.chunk, (p.problem.cg + tasks - 1) // tasks))
+    tasks = stack_count * p.problem.groups * ((p.problem.cg + p.chunk - 1) // p.chunk)
     with nogil:
         for s in range(stack_count):
             tap_table(&p, p.stacks + s)
