@@ -137,7 +137,7 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     cdef cnp.ndarray tables = np.empty(plan.table_size, dtype=np.intp)
     cdef Py_ssize_t stack_count = plan.stacks.shape[0]
     cdef Py_ssize_t size = plan.packed_size
-    cdef Py_ssize_t tasks, s, non_finite
+    cdef Py_ssize_t tasks, s, non_finite, footprint
     cdef bint doubles = packed.dtype.itemsize == 8
     cdef convt_task task = pack_task_f64 if doubles else pack_task_f32
     cdef Signals signals = signals_for_this_call()
@@ -150,8 +150,14 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     p.block_starts = <const Py_ssize_t*>data_of(plan.block_starts)
     p.tables = <Py_ssize_t*>data_of(tables)
     p.packed = <void*>data_of(packed)
+    footprint = p.problem.mg * math.prod(arrays.w.shape[2:])   # weights per input channel
     p.chunk = max(1, min(p.problem.cg, PACK_CHUNK_BYTES // max(
-        1, p.problem.mg * math.prod(arrays.w.shape[2:]) * convt_itemsize(p.problem.storage))))
+        1, footprint * convt_itemsize(p.problem.storage))))
+    if p.w_strides[1] < footprint:
+        # an input channel's weights are not one region (channels-last filters):
+        # neighbouring channels share cache lines, which one channel per task
+        # reads in order (measured 10% faster on XOI grouped layers)
+        p.chunk = 1
     # at least PACK_MIN_TASKS tasks where there are channels for them (threads share them)
     tasks = stack_count * p.problem.groups      # 0 when every tap reads only padding
     if tasks:
