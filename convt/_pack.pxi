@@ -10,7 +10,7 @@
 # writes every row block).
 cdef enum:
     PACK_CHUNK_BYTES = 128 * 1024
-    PACK_MIN_TASKS = 8
+    PACK_MIN_TASKS = 64
 
 
 cdef struct Packing:
@@ -153,12 +153,8 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     footprint = p.problem.mg * math.prod(arrays.w.shape[2:])   # weights per input channel
     p.chunk = max(1, min(p.problem.cg, PACK_CHUNK_BYTES // max(
         1, footprint * convt_itemsize(p.problem.storage))))
-    if p.w_strides[1] < footprint:
-        # an input channel's weights are not one region (channels-last filters):
-        # neighbouring channels share cache lines, which one channel per task
-        # reads in order (measured 10% faster on XOI grouped layers)
-        p.chunk = 1
-    # at least PACK_MIN_TASKS tasks where there are channels for them (threads share them)
+    # at least PACK_MIN_TASKS tasks where there are channels for them: tasks of whole
+    # stacks and groups left the threads unevenly loaded (grouped layers 11% slower)
     tasks = stack_count * p.problem.groups      # 0 when every tap reads only padding
     if tasks:
         tasks = (PACK_MIN_TASKS + tasks - 1) // tasks
