@@ -27,9 +27,9 @@ cdef bint channel_source(const Direct* d, const DirectScratch* scratch, acc_t* x
     cdef acc_t* row
     cdef int a
     for a in range(last):
-        residue = scratch.out_index[a] % d.axes[a].stride
+        residue = remainder(scratch.out_index[a], d.axes[a].stride)
         entry = (a * d.layout.max_stride + residue) * d.layout.max_taps + scratch.tap[a]
-        index = ((scratch.out_index[a] // d.axes[a].stride + d.tap_offset[entry])
+        index = ((quotient(scratch.out_index[a], d.axes[a].stride) + d.tap_offset[entry])
                  * d.axes[a].decimation + d.tap_residue[entry])
         if index < 0 or index >= d.axes[a].in_size:
             return False
@@ -139,7 +139,8 @@ cdef void channel_row(const Direct* d, Py_ssize_t row, DirectScratch* scratch,
     y_offset = image * d.ops.y_strides[0]
     for a in range(last):
         y_offset = y_offset + scratch.out_index[a] * d.ops.y_strides[2 + a]
-        if d.tap_count[a * d.layout.max_stride + scratch.out_index[a] % d.axes[a].stride] == 0:
+        if d.tap_count[a * d.layout.max_stride
+                       + remainder(scratch.out_index[a], d.axes[a].stride)] == 0:
             skip = True        # a leading phase without taps: the bias only
         scratch.tap[a] = 0
     in_place = is_accumulation(storage, floats) and (

@@ -24,11 +24,11 @@
 #endif
 
 /* Direct-engine rows on one vector width (AVX2: 8 floats / 4 doubles; AVX-512:
- * 16 / 8): the interior in blocks of 4 vectors, then single vectors, then one
- * masked vector for the interior's last partial vector (lanes past it are
- * neither read nor written); each block sums every (source, tap) with one
- * broadcast and four FMAs, in the same order as the scalar sums; the edges are
- * fused scalar sums of the taps inside.  QUALIFIERS: the target attribute (and
+ * 16 / 8): the interior in blocks of 4 vectors, the last block's vectors
+ * masked where the interior ends (lanes past it are neither read nor
+ * written); each block sums every (source, tap) with one broadcast and four
+ * FMAs, in the same order as the scalar sums; the edges are fused scalar sums
+ * of the taps inside.  QUALIFIERS: the target attribute (and
  * static).  MASK(n) makes the mask of lanes [0, n); MASKLOAD(p, mask) and
  * MASKSTORE(p, mask, v) use it; BROADCAST(p) splats *p. */
 #define CONVT_X86_ROW(QUALIFIERS, NAME, T, V, W, MASK_T, MASK, SETZERO, LOAD, STORE,       \
@@ -59,21 +59,34 @@
             STORE(out + t + 2 * W, a2);                                                   \
             STORE(out + t + 3 * W, a3);                                                   \
         }                                                                                 \
-        for (; t + W <= hi; t += W) {                                                     \
-            V a0 = accumulate ? LOAD(out + t) : SETZERO();                                \
-            for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j)                                                \
-                    a0 = FMA(BROADCAST(w + s * taps + j), LOAD(x[s] + t + offsets[j]), a0); \
-            STORE(out + t, a0);                                                           \
-        }                                                                                 \
         if (t < hi) {                                                                     \
-            MASK_T mask = MASK(hi - t);                                                   \
-            V a0 = accumulate ? MASKLOAD(out + t, mask) : SETZERO();                      \
+            /* the last < 4 W interior outputs: up to 4 vectors, the last partial, */     \
+            /* summed side by side (one after the other, each a chain of all the */       \
+            /* taps, they cost 2-4x the chains' latency on short rows) */                 \
+            ptrdiff_t rest = hi - t;                                                      \
+            MASK_T m0 = MASK(rest < W ? rest : W);                                        \
+            MASK_T m1 = MASK(rest < W ? 0 : rest < 2 * W ? rest - W : W);                 \
+            MASK_T m2 = MASK(rest < 2 * W ? 0 : rest < 3 * W ? rest - 2 * W : W);         \
+            MASK_T m3 = MASK(rest < 3 * W ? 0 : rest - 3 * W);                            \
+            V a0 = accumulate ? MASKLOAD(out + t, m0) : SETZERO();                        \
+            V a1 = accumulate ? MASKLOAD(out + t + W, m1) : SETZERO();                    \
+            V a2 = accumulate ? MASKLOAD(out + t + 2 * W, m2) : SETZERO();                \
+            V a3 = accumulate ? MASKLOAD(out + t + 3 * W, m3) : SETZERO();                \
             for (s = 0; s < sources; ++s)                                                 \
-                for (j = 0; j < taps; ++j)                                                \
-                    a0 = FMA(BROADCAST(w + s * taps + j),                                 \
-                             MASKLOAD(x[s] + t + offsets[j], mask), a0);                  \
-            MASKSTORE(out + t, mask, a0);                                                 \
+                for (j = 0; j < taps; ++j) {                                              \
+                    const T *row = x[s] + t + offsets[j];                                 \
+                    V weight = BROADCAST(w + s * taps + j);                               \
+                    a0 = FMA(weight, MASKLOAD(row, m0), a0);                              \
+                    a1 = FMA(weight, MASKLOAD(row + W, m1), a1);                          \
+                    a2 = FMA(weight, MASKLOAD(row + 2 * W, m2), a2);                      \
+                    a3 = FMA(weight, MASKLOAD(row + 3 * W, m3), a3);                      \
+                }                                                                         \
+            /* whole vectors stored whole: a later load waits for a masked store */       \
+            if (rest >= W) STORE(out + t, a0); else MASKSTORE(out + t, m0, a0);           \
+            if (rest >= 2 * W) STORE(out + t + W, a1); else MASKSTORE(out + t + W, m1, a1); \
+            if (rest >= 3 * W) STORE(out + t + 2 * W, a2);                                \
+            else MASKSTORE(out + t + 2 * W, m2, a2);                                      \
+            MASKSTORE(out + t + 3 * W, m3, a3);                                           \
             t = hi;                                                                       \
         }                                                                                 \
         for (; t < count; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                           \
