@@ -451,6 +451,38 @@ cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* 
                 t = t + panel
 
 
+cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const char* x_image,
+                                   Py_ssize_t c_begin, Py_ssize_t c_end,
+                                   const Py_ssize_t* lead, TileSpan tile,
+                                   const acc_t* like) noexcept nogil:
+    """x itself as a tile's operand, or NULL: a one-tap, zero-offset stack (1x1 layers,
+    the phases of k2s2) over whole rows of an x of the accumulation type whose rows
+    are contiguous reads x[c, lead, tile.y + r, q] at the buffer's place r * row_stride
+    + q, the channels g.x_channel_offsets apart; no copy.  The last panel may read up
+    to a panel past the tile: that must stay inside x."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t start, furthest, panels
+    cdef int a
+    if not (stack.identity and not stack.exact and g.x_extent > 0
+            and is_accumulation(g.storage.type, like)
+            and g.ops.x_strides[2 + last] == 1 and tile.cols == g.axes[last].in_size):
+        return NULL
+    if last >= 1 and tile.rows > 1 and g.ops.x_strides[1 + last] != stack.row_stride:
+        return NULL
+    start = c_begin * g.ops.x_strides[1] + tile.x * g.ops.x_strides[2 + last]
+    if last >= 1:
+        start = start + tile.y * g.ops.x_strides[1 + last]
+    for a in range(last - 1):
+        start = start + lead[a] * g.ops.x_strides[2 + a]
+    panels = ((tile.rows - 1) * stack.row_stride + tile.cols + stack.panel - 1) // stack.panel
+    # x_image is x's data pointer plus the image's and the group's offset
+    furthest = ((x_image - g.ops.x) // sizeof(acc_t) + start
+                + (c_end - c_begin - 1) * g.ops.x_strides[1] + panels * stack.panel)
+    if furthest > g.x_extent:
+        return NULL
+    return <const acc_t*>element(x_image, start, g.storage.type)
+
+
 cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
                          const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
                          acc_t* operand, acc_t* product, acc_t* panel_buffer,
@@ -465,6 +497,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
         g.ops.x, item.image * g.ops.x_strides[0] + item.group * cg * g.ops.x_strides[1],
         g.storage.type)
     cdef acc_t* source
+    cdef const acc_t* in_place
     cdef const StackAxis* axes = g.stack_axes + (stack - g.stacks) * g.problem.ndim
     cdef Py_ssize_t c_begin, c_end, ld_operand, start
     cdef int a
@@ -482,6 +515,13 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
         call.k_begin = c_begin * stack.taps
         call.accumulate = c_begin > 0
         if not g.layout.blas:
+            in_place = input_as_operand(g, stack, x_image, c_begin, c_end, lead, tile, operand)
+            if in_place != NULL:
+                call.offsets = g.x_channel_offsets
+                multiply_tile(g, stack, &call, weights, in_place, tile, product, panel_buffer)
+                call.offsets = g.buffer_offsets + stack.offset_start
+                c_begin = c_end
+                continue
             if stack.gather:
                 gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
             else:
@@ -581,6 +621,18 @@ cdef void gemm_task_f64(void* job, Py_ssize_t index, int slot) noexcept nogil:
     gemm_task(<const GemmJob*>job, index, slot, <const double*>NULL)
 
 
+def readable_elements(x):
+    """Elements of ``x`` readable from its data pointer (0 when a stride is negative)."""
+    extent = 1
+    for size, stride in zip(x.shape, x.strides):
+        if size == 0:
+            return 0
+        if stride < 0:
+            return 0
+        extent += (size - 1) * (stride // x.itemsize)
+    return extent
+
+
 cdef class GemmEngine:
     """The GEMM engine prepared for one plan and decision (convt._engine.Execution):
     everything but the call's arrays is resolved once, so a call costs little."""
@@ -621,8 +673,12 @@ cdef class GemmEngine:
         cdef Signals signals = signals_for_this_call()
         cdef convt_task task = gemm_task_f64 if self.doubles else gemm_task_f32
         cdef int used
+        cdef cnp.ndarray channel_offsets = (np.arange(max(1, self.g.problem.cg), dtype=np.intp)
+                                            * arrays.x_strides[1])
         g.ops = operands_of(arrays)
         g.signals = &signals
+        g.x_channel_offsets = <const Py_ssize_t*>data_of(channel_offsets)
+        g.x_extent = readable_elements(arrays.x)
         job.g = &g
         job.packed = data_of(packed)
         job.workspace = <void*>data_of(workspace)

@@ -229,6 +229,8 @@ cdef struct Gemm:
     const WorkItem* items
     const Py_ssize_t* block_starts
     const Py_ssize_t* panel_offsets
+    const Py_ssize_t* x_channel_offsets  # [k] = k * x's channel stride (x read in place)
+    Py_ssize_t x_extent                # elements readable from x's data pointer (0: none)
 
 
 # The scalar arguments of one micro-kernel call.
