@@ -23,18 +23,10 @@ cdef bint channel_source(const Direct* d, const DirectScratch* scratch, acc_t* x
     cdef Py_ssize_t x_offset = image * d.ops.x_strides[0]
     cdef Py_ssize_t kernel_row = 0
     cdef Py_ssize_t step = d.ops.x_strides[2 + last]
-    cdef Py_ssize_t residue, entry, index, i
+    cdef Py_ssize_t i
     cdef acc_t* row
-    cdef int a
-    for a in range(last):
-        residue = remainder(scratch.out_index[a], d.axes[a].stride)
-        entry = (a * d.layout.max_stride + residue) * d.layout.max_taps + scratch.tap[a]
-        index = ((quotient(scratch.out_index[a], d.axes[a].stride) + d.tap_offset[entry])
-                 * d.axes[a].decimation + d.tap_residue[entry])
-        if index < 0 or index >= d.axes[a].in_size:
-            return False
-        x_offset = x_offset + index * d.ops.x_strides[2 + a]
-        kernel_row = kernel_row + d.tap_kernel[entry] * d.kernel_strides[a]
+    if not leading_taps(d, scratch, d.kernel_strides, &x_offset, &kernel_row):
+        return False
     scratch.w_offsets[batch] = kernel_row
     if is_accumulation(storage, x_rows):
         scratch.sources[batch] = <void*>element(d.ops.x, x_offset, storage)

@@ -151,6 +151,28 @@ cdef void store_row(const Direct* d, const acc_t* rows, Py_ssize_t y_offset,
                   phase_count(axis, residue), bias)
 
 
+cdef inline bint leading_taps(const Direct* d, const DirectScratch* scratch,
+                              const Py_ssize_t* kernel_steps, Py_ssize_t* x_offset,
+                              Py_ssize_t* kernel_offset) noexcept nogil:
+    """Add to ``x_offset`` the input row that the current leading taps (scratch.tap)
+    of the output row at scratch.out_index read, and to ``kernel_offset`` their
+    kernel positions times ``kernel_steps`` (per leading axis); False if that input
+    row does not exist."""
+    cdef Py_ssize_t residue, entry, index
+    cdef int a
+    for a in range(d.problem.ndim - 1):
+        residue = remainder(scratch.out_index[a], d.axes[a].stride)
+        entry = (a * d.layout.max_stride + residue) * d.layout.max_taps + scratch.tap[a]
+        # ConvTranspose: decimation 1, residue 0; Conv: output stride 1
+        index = ((quotient(scratch.out_index[a], d.axes[a].stride) + d.tap_offset[entry])
+                 * d.axes[a].decimation + d.tap_residue[entry])
+        if index < 0 or index >= d.axes[a].in_size:
+            return False
+        x_offset[0] = x_offset[0] + index * d.ops.x_strides[2 + a]
+        kernel_offset[0] = kernel_offset[0] + d.tap_kernel[entry] * kernel_steps[a]
+    return True
+
+
 cdef bint add_source(const Direct* d, const DirectScratch* scratch, acc_t* x_rows,
                      Py_ssize_t image, Py_ssize_t channel, Py_ssize_t m_local,
                      Py_ssize_t batch) noexcept nogil:
@@ -165,21 +187,11 @@ cdef bint add_source(const Direct* d, const DirectScratch* scratch, acc_t* x_row
     cdef Py_ssize_t w_offset = (group * d.ops.w_strides[0]
                                 + (channel - group * d.problem.cg) * d.ops.w_strides[1]
                                 + m_local * d.ops.w_strides[2])
-    cdef Py_ssize_t residue, entry, index
     cdef const Axis* axis = d.axes + last
     cdef Py_ssize_t step = d.ops.x_strides[2 + last]
     cdef acc_t* row = x_rows + batch * d.layout.x_row
-    cdef int a
-    for a in range(last):
-        residue = remainder(scratch.out_index[a], d.axes[a].stride)
-        entry = (a * d.layout.max_stride + residue) * d.layout.max_taps + scratch.tap[a]
-        # ConvTranspose: decimation 1, residue 0; Conv: output stride 1
-        index = ((quotient(scratch.out_index[a], d.axes[a].stride) + d.tap_offset[entry])
-                 * d.axes[a].decimation + d.tap_residue[entry])
-        if index < 0 or index >= d.axes[a].in_size:
-            return False
-        x_offset = x_offset + index * d.ops.x_strides[2 + a]
-        w_offset = w_offset + d.tap_kernel[entry] * d.ops.w_strides[3 + a]
+    if not leading_taps(d, scratch, d.ops.w_strides + 3, &x_offset, &w_offset):
+        return False
     scratch.w_offsets[batch] = w_offset
     if axis.decimation > 1:
         load_decimated_row(d, row, element(d.ops.x, x_offset, storage))

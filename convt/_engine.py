@@ -34,11 +34,23 @@ class Operands:
     x_strides: np.ndarray
     w_strides: np.ndarray
     y_strides: np.ndarray
+    x_extent: int = 0             # elements readable from x's data pointer (0: unknown)
+    x_channel_offsets: np.ndarray | None = None  # [c] = c * x's channel stride, c < C/group
 
 
 def element_strides(array):
     """Strides of ``array`` in elements, as an intp array for the kernels."""
     return np.array([stride // array.itemsize for stride in array.strides], dtype=np.intp)
+
+
+def readable_extent(array):
+    """Elements readable from ``array``'s data pointer: the span of its strides (0 for
+    an empty array or a negative stride, which the engines then never read past a
+    tile's own data)."""
+    if array.size == 0 or any(stride < 0 for stride in array.strides):
+        return 0
+    return 1 + sum((size - 1) * (stride // array.itemsize)
+                   for size, stride in zip(array.shape, array.strides))
 
 
 def fill_with_bias(y, b):
@@ -185,6 +197,8 @@ class Call:
     x_strides: np.ndarray        # element strides of x, w's grouped view and y
     w_strides: np.ndarray
     y_strides: np.ndarray
+    x_extent: int                # see Operands
+    x_channel_offsets: np.ndarray
     fold: bool = False           # images run as a leading axis (see folds_batch)
 
 
@@ -210,9 +224,11 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     problem = problem_of(x, w, y, geometry, group, transpose)
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
     run = execution(problem, engine, backend, **overrides)
-    return Call(run, transpose, geometry, group, work_items(run.plan), element_strides(x),
+    x_strides = element_strides(x)
+    return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
-                element_strides(y), fold)
+                element_strides(y), readable_extent(x),
+                np.arange(channels // group, dtype=np.intp) * x_strides[1], fold)
 
 
 def folds_batch(geometry, batch):
@@ -255,7 +271,8 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     b_acc = None
     if b is not None and (decision.engine == "gemm" or decision.channel_vectors):
         b_acc = np.ascontiguousarray(b, dtype=decision.accumulation)
-    arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides)
+    arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides,
+                      call.x_extent, call.x_channel_offsets)
     if call.transpose:
         if decision.engine == "direct" or not _run_gemm(arrays, run, threads):
             if decision.engine == "gemm":  # non-finite weights the GEMM cannot serve exactly
@@ -267,7 +284,8 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         run = execution(run.problem, "gemm", backend)
         threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
         b_acc = None if b is None else np.ascontiguousarray(b, dtype=run.decision.accumulation)
-        arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides)
+        arrays = Operands(x, w, y, b, b_acc, call.x_strides, call.w_strides, call.y_strides,
+                      call.x_extent, call.x_channel_offsets)
     if run.decision.engine == "direct":
         _run_direct(arrays, run, threads)
     else:

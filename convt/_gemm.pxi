@@ -503,7 +503,6 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
     cdef int a
     cdef Panel call
     call.block = stack.sum_block
-    call.offsets = g.buffer_offsets + stack.offset_start
     call.sibling = 0
     call.ldc = stack.columns
     c_begin = 0
@@ -519,17 +518,16 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
             if in_place != NULL:
                 call.offsets = g.x_channel_offsets
                 multiply_tile(g, stack, &call, weights, in_place, tile, product, panel_buffer)
+            else:
                 call.offsets = g.buffer_offsets + stack.offset_start
-                c_begin = c_end
-                continue
-            if stack.gather:
-                gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
-            else:
-                fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
-            if stack.exact:
-                multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product)
-            else:
-                multiply_tile(g, stack, &call, weights, operand, tile, product, panel_buffer)
+                if stack.gather:
+                    gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
+                else:
+                    fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
+                if stack.exact:
+                    multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product)
+                else:
+                    multiply_tile(g, stack, &call, weights, operand, tile, product, panel_buffer)
         else:
             source = operand
             ld_operand = stack.columns
@@ -621,18 +619,6 @@ cdef void gemm_task_f64(void* job, Py_ssize_t index, int slot) noexcept nogil:
     gemm_task(<const GemmJob*>job, index, slot, <const double*>NULL)
 
 
-def readable_elements(x):
-    """Elements of ``x`` readable from its data pointer (0 when a stride is negative)."""
-    extent = 1
-    for size, stride in zip(x.shape, x.strides):
-        if size == 0:
-            return 0
-        if stride < 0:
-            return 0
-        extent += (size - 1) * (stride // x.itemsize)
-    return extent
-
-
 cdef class GemmEngine:
     """The GEMM engine prepared for one plan and decision (convt._engine.Execution):
     everything but the call's arrays is resolved once, so a call costs little."""
@@ -673,12 +659,10 @@ cdef class GemmEngine:
         cdef Signals signals = signals_for_this_call()
         cdef convt_task task = gemm_task_f64 if self.doubles else gemm_task_f32
         cdef int used
-        cdef cnp.ndarray channel_offsets = (np.arange(max(1, self.g.problem.cg), dtype=np.intp)
-                                            * arrays.x_strides[1])
         g.ops = operands_of(arrays)
         g.signals = &signals
-        g.x_channel_offsets = <const Py_ssize_t*>data_of(channel_offsets)
-        g.x_extent = readable_elements(arrays.x)
+        g.x_extent = arrays.x_extent if arrays.x_channel_offsets is not None else 0
+        g.x_channel_offsets = <const Py_ssize_t*>data_of(arrays.x_channel_offsets)
         job.g = &g
         job.packed = data_of(packed)
         job.workspace = <void*>data_of(workspace)

@@ -137,7 +137,7 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     cdef cnp.ndarray tables = np.empty(plan.table_size, dtype=np.intp)
     cdef Py_ssize_t stack_count = plan.stacks.shape[0]
     cdef Py_ssize_t size = plan.packed_size
-    cdef Py_ssize_t tasks, s, non_finite, footprint
+    cdef Py_ssize_t tasks, s, non_finite, footprint, blocks, chunks
     cdef bint doubles = packed.dtype.itemsize == 8
     cdef convt_task task = pack_task_f64 if doubles else pack_task_f32
     cdef Signals signals = signals_for_this_call()
@@ -155,11 +155,11 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
         1, footprint * convt_itemsize(p.problem.storage))))
     # at least PACK_MIN_TASKS tasks where there are channels for them: tasks of whole
     # stacks and groups left the threads unevenly loaded (grouped layers 11% slower)
-    tasks = stack_count * p.problem.groups      # 0 when every tap reads only padding
-    if tasks:
-        tasks = (PACK_MIN_TASKS + tasks - 1) // tasks
-        p.chunk = max(1, min(p.chunk, (p.problem.cg + tasks - 1) // tasks))
-    tasks = stack_count * p.problem.groups * ((p.problem.cg + p.chunk - 1) // p.chunk)
+    blocks = stack_count * p.problem.groups     # 0 when every tap reads only padding
+    if blocks:
+        chunks = (PACK_MIN_TASKS + blocks - 1) // blocks
+        p.chunk = max(1, min(p.chunk, (p.problem.cg + chunks - 1) // chunks))
+    tasks = blocks * ((p.problem.cg + p.chunk - 1) // p.chunk)
     with nogil:
         for s in range(stack_count):
             tap_table(&p, p.stacks + s)

@@ -126,35 +126,29 @@
                 TAIL(channels - c, x + t * x_step + c, w + c, out + t * out_step + c);    \
     }
 
-/* The last n channels of one output (n < 16 floats or 8 doubles). */
-#define CONVT_X86_CHANNEL_TAILS(QUALIFIERS)                                               \
-    QUALIFIERS static inline void convt_channel_tail_f32(ptrdiff_t n, const float *x,     \
-                                                         const float *w, float *o)        \
+/* The last n channels of one output (n < 16 floats or 8 doubles): a 256-bit
+ * vector, a 128-bit vector, then scalars, each only if that many are left.
+ * YW and XW: lanes of the 256- and 128-bit vectors. */
+#define CONVT_X86_CHANNEL_TAIL(QUALIFIERS, NAME, T, YW, YLOAD, YSTORE, YFMA, XW, XLOAD,     \
+                               XSTORE, XFMA, SCALAR_FMA)                                  \
+    QUALIFIERS static inline void NAME(ptrdiff_t n, const T *x, const T *w, T *o)          \
     {                                                                                     \
-        if (n >= 8) {                                                                     \
-            _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_loadu_ps(w), _mm256_loadu_ps(x),   \
-                                                _mm256_loadu_ps(o)));                     \
-            x += 8, w += 8, o += 8, n -= 8;                                               \
+        if (n >= (YW)) {                                                                  \
+            YSTORE(o, YFMA(YLOAD(w), YLOAD(x), YLOAD(o)));                                \
+            x += (YW), w += (YW), o += (YW), n -= (YW);                                   \
         }                                                                                 \
-        if (n >= 4) {                                                                     \
-            _mm_storeu_ps(o, _mm_fmadd_ps(_mm_loadu_ps(w), _mm_loadu_ps(x), _mm_loadu_ps(o))); \
-            x += 4, w += 4, o += 4, n -= 4;                                               \
+        if (n >= (XW)) {                                                                  \
+            XSTORE(o, XFMA(XLOAD(w), XLOAD(x), XLOAD(o)));                                \
+            x += (XW), w += (XW), o += (XW), n -= (XW);                                   \
         }                                                                                 \
-        for (; n > 0; --n, ++x, ++w, ++o) *o = fmaf(*w, *x, *o);                          \
-    }                                                                                     \
-    QUALIFIERS static inline void convt_channel_tail_f64(ptrdiff_t n, const double *x,    \
-                                                         const double *w, double *o)      \
-    {                                                                                     \
-        if (n >= 4) {                                                                     \
-            _mm256_storeu_pd(o, _mm256_fmadd_pd(_mm256_loadu_pd(w), _mm256_loadu_pd(x),   \
-                                                _mm256_loadu_pd(o)));                     \
-            x += 4, w += 4, o += 4, n -= 4;                                               \
-        }                                                                                 \
-        if (n >= 2) {                                                                     \
-            _mm_storeu_pd(o, _mm_fmadd_pd(_mm_loadu_pd(w), _mm_loadu_pd(x), _mm_loadu_pd(o))); \
-            x += 2, w += 2, o += 2, n -= 2;                                               \
-        }                                                                                 \
-        if (n > 0) *o = fma(*w, *x, *o);                                                  \
+        for (; n > 0; --n, ++x, ++w, ++o) *o = SCALAR_FMA(*w, *x, *o);                    \
     }
+#define CONVT_X86_CHANNEL_TAILS(QUALIFIERS)                                               \
+    CONVT_X86_CHANNEL_TAIL(QUALIFIERS, convt_channel_tail_f32, float, 8, _mm256_loadu_ps, \
+                           _mm256_storeu_ps, _mm256_fmadd_ps, 4, _mm_loadu_ps,            \
+                           _mm_storeu_ps, _mm_fmadd_ps, fmaf)                             \
+    CONVT_X86_CHANNEL_TAIL(QUALIFIERS, convt_channel_tail_f64, double, 4, _mm256_loadu_pd, \
+                           _mm256_storeu_pd, _mm256_fmadd_pd, 2, _mm_loadu_pd,            \
+                           _mm_storeu_pd, _mm_fmadd_pd, fma)
 
 #endif /* CONVT_X86_INTRINSICS_H */
