@@ -219,14 +219,15 @@ _CALLS_LIMIT = 256
 
 def _parameter_key(layer):
     """The parameters as a hashable key that keeps types (2 and 2.0 and True differ),
-    or None for values that are not plain ints, strings, None or tuples of ints."""
+    or None for values that are not plain ints, strings, None or tuples or lists of ints."""
     parts = [type(layer)]
     for name in layer._param_names():
         value = getattr(layer, name)
         kind = type(value)
-        if kind is tuple:
+        if kind is tuple or kind is list:
             if not all(type(item) is int for item in value):
                 return None
+            value = tuple(value)  # a list's current items: an edit in place makes a new key
         elif kind is not int and kind is not str and value is not None:
             return None
         parts.append((kind, value))

@@ -32,6 +32,21 @@ def test_weights_changed_in_place_are_used():
                                atol=1e-12)
 
 
+def test_list_parameters_are_remembered_and_edits_in_place_seen():
+    # ONNX attributes arrive as lists; such calls must not re-validate and re-plan every time
+    x, w = _arrays()
+    pads = [1, 0, 0, 1]
+    layer = ConvTranspose(strides=[2, 1], pads=pads)
+    layer.apply(x, w)
+    assert _frontend.call_key(layer, x, w, None, None) in _frontend._CALLS
+    pads[:] = [0, 1, 1, 0]
+    np.testing.assert_allclose(layer.apply(x, w), reference_conv_transpose(
+        x, w, strides=(2, 1), pads=(0, 1, 1, 0)), atol=1e-12)
+    pads.append(1)
+    with pytest.raises(ValueError, match="pads"):
+        layer.apply(x, w)
+
+
 @pytest.mark.parametrize("change", ["set_params", "attribute"])
 def test_parameter_changes_are_seen(change):
     x, w = _arrays()
