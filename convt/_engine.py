@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _records
+from . import _dispatch, _records, _weight_cache
 from ._geometry import Geometry
 from ._plan import direct_plan, gemm_plan
 
@@ -373,6 +373,24 @@ def _run_direct(arrays, run, threads):
 MAX_NON_FINITE_WEIGHTS = 64
 
 
+def _packed_weights(arrays, run, threads, finite):
+    """The weights packed for ``run`` and how many non-finite ones were packed as 0:
+    remembered from an earlier call with bitwise-equal weights when there is one
+    (convt._weight_cache), else packed now."""
+    from ._compiled import load
+
+    cacheable = _weight_cache.cacheable(arrays)
+    if cacheable:
+        packed = _weight_cache.lookup(run, arrays, finite)
+        if packed is not None:
+            return packed, 0
+    packed = np.empty(run.plan.packed_size, dtype=run.decision.accumulation)
+    non_finite = load().pack_weights(arrays, run.scalars, run.plan, packed, threads, finite)
+    if cacheable and not non_finite:
+        _weight_cache.store(run, arrays, finite, packed)
+    return packed, non_finite
+
+
 def _run_gemm(arrays, run, threads, finite=True):
     """Run the GEMM engine; False (nothing done) if the direct engine must serve
     the call: w holds non-finite weights the GEMM cannot handle exactly.
@@ -384,8 +402,7 @@ def _run_gemm(arrays, run, threads, finite=True):
 
     plan, decision = run.plan, run.decision
     accumulation = decision.accumulation
-    packed = np.empty(plan.packed_size, dtype=accumulation)
-    non_finite = _kernels.pack_weights(arrays, run.scalars, plan, packed, threads, finite)
+    packed, non_finite = _packed_weights(arrays, run, threads, finite)
     if non_finite:
         bad = np.argwhere(~np.isfinite(arrays.w))
         if len(bad) > MAX_NON_FINITE_WEIGHTS or not np.isfinite(arrays.x).all():

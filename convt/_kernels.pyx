@@ -33,7 +33,7 @@ identical for every ``num_threads``.
 """
 
 from libc.stdint cimport uint16_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 

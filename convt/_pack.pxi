@@ -173,3 +173,18 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
         else:
             non_finite = zero_non_finite(<float*>p.packed, size)
     return non_finite
+
+
+def same_bytes(cnp.ndarray a, cnp.ndarray b):
+    """Whether two C-contiguous arrays hold the same bytes (the packed-weights cache
+    checks that a call's weights are those it packed before: bitwise, so NaN
+    payloads and signed zeros count)."""
+    cdef const void* left = cnp.PyArray_DATA(a)
+    cdef const void* right = cnp.PyArray_DATA(b)
+    cdef size_t size = a.nbytes
+    cdef int differ
+    if a.nbytes != b.nbytes or not (a.flags.c_contiguous and b.flags.c_contiguous):
+        raise ValueError("same_bytes takes two C-contiguous arrays of one size")
+    with nogil:
+        differ = memcmp(left, right, size)
+    return differ == 0

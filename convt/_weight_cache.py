@@ -1,0 +1,111 @@
+"""Packed GEMM weights kept between calls, reused only for bitwise-equal weights.
+
+Packing reorders every weight into the micro-kernels' row blocks: on a small
+or weight-heavy layer (a tiny 8x8 map, a batched vocoder layer with 8 MiB of
+weights) it costs a quarter of the call or more, and a fresh packed buffer
+costs page faults.  Inference calls the same layer with the same weights again
+and again, so the packed weights of a call are remembered with a copy of the
+weights they came from.  A later call reuses them only when its weights hold
+exactly the same bytes (one ``memcmp``, several times cheaper than packing);
+weights edited in place, or other weights of the same shape, are packed again.
+Results are therefore those of packing every time.
+
+Memory stays bounded: entries (the copy plus the packed weights) are evicted
+least recently used beyond ``CONVT_WEIGHT_CACHE_MIB`` mebibytes (default
+:data:`DEFAULT_BUDGET_MIB`; 0 turns the cache off), a layer keeps at most
+:data:`ENTRIES_PER_PLAN` sets of weights, and no entry may take more than a
+quarter of the budget.  Only C-contiguous, finite weights are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+
+BUDGET_VARIABLE = "CONVT_WEIGHT_CACHE_MIB"
+DEFAULT_BUDGET_MIB = 128
+# Sets of weights remembered per plan: layers of one shape in one model (the
+# repeated blocks of a decoder) share a plan and take turns.
+ENTRIES_PER_PLAN = 4
+
+_lock = threading.Lock()
+_plans = OrderedDict()   # key -> list of (run, weights copy, packed), most recent first
+_bytes = 0
+
+
+def budget_bytes():
+    """The cache's budget in bytes from CONVT_WEIGHT_CACHE_MIB (invalid values: the default)."""
+    value = os.environ.get(BUDGET_VARIABLE, "").strip()
+    mib = int(value) if value.isdigit() else DEFAULT_BUDGET_MIB
+    return mib << 20
+
+
+def _key(run, arrays, finite):
+    w = arrays.w
+    return (id(run), w.shape, w.dtype.str, arrays.w_strides.tobytes(), finite)
+
+
+def cacheable(arrays):
+    """Whether the weights of a call can be remembered (compared with one memcmp)."""
+    return arrays.w.flags.c_contiguous and budget_bytes() > 0
+
+
+def lookup(run, arrays, finite):
+    """The packed weights of an earlier call of ``run`` with bitwise-equal weights, or None."""
+    from ._compiled import load
+
+    key = _key(run, arrays, finite)
+    with _lock:
+        entries = list(_plans.get(key, ()))
+    w = arrays.w
+    for entry in entries:
+        held_run, copy, packed = entry
+        if held_run is run and load().same_bytes(copy, w):
+            with _lock:
+                if key in _plans:
+                    _plans.move_to_end(key)
+            return packed
+    return None
+
+
+def store(run, arrays, finite, packed):
+    """Remember ``packed`` as the packing of ``arrays.w`` by ``run`` (a copy of w is kept)."""
+    global _bytes
+    budget = budget_bytes()
+    size = arrays.w.nbytes + packed.nbytes
+    if 4 * size > budget:
+        return
+    packed.flags.writeable = False  # shared by every later call that finds it
+    entry = (run, arrays.w.copy(), packed)
+    key = _key(run, arrays, finite)
+    with _lock:
+        entries = _plans.pop(key, [])
+        entries.insert(0, entry)
+        _bytes += size
+        while len(entries) > ENTRIES_PER_PLAN:
+            _bytes -= _size(entries.pop())
+        _plans[key] = entries
+        while _bytes > budget and _plans:
+            oldest_key = next(iter(_plans))
+            oldest = _plans[oldest_key]
+            _bytes -= _size(oldest.pop())
+            if not oldest:
+                del _plans[oldest_key]
+
+
+def clear():
+    """Forget every remembered packing."""
+    global _bytes
+    with _lock:
+        _plans.clear()
+        _bytes = 0
+
+
+def held_bytes():
+    """Bytes the cache holds (weights copies and packed weights)."""
+    return _bytes
+
+
+def _size(entry):
+    return entry[1].nbytes + entry[2].nbytes

@@ -1,0 +1,99 @@
+"""Packed weights remembered between calls are reused only for bitwise-equal weights."""
+
+import numpy as np
+import pytest
+
+from convt import Conv, ConvTranspose, _weight_cache
+from convt._reference import reference_conv, reference_conv_transpose
+
+# a layer the GEMM engine serves (many multiply-adds per output)
+X_SHAPE, W_SHAPE = (1, 16, 5, 6), (16, 8, 3, 3)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch):
+    monkeypatch.delenv(_weight_cache.BUDGET_VARIABLE, raising=False)
+    _weight_cache.clear()
+    yield
+    _weight_cache.clear()
+
+
+def _arrays(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(X_SHAPE), rng.standard_normal(W_SHAPE)
+
+
+def _check(layer, x, w):
+    expected = reference_conv_transpose(x, w, strides=(2, 2), pads=(1, 1, 1, 1))
+    np.testing.assert_allclose(layer.apply(x, w), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_repeated_weights_are_packed_once_and_give_the_same_result():
+    x, w = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=1)
+    first = layer.apply(x, w)
+    held = _weight_cache.held_bytes()
+    assert held >= w.nbytes  # the copy and the packing are held
+    np.testing.assert_array_equal(layer.apply(x, w.copy()), first)  # equal bytes, another array
+    assert _weight_cache.held_bytes() == held
+    _check(layer, x, w)
+
+
+@pytest.mark.parametrize("edit", ["one weight", "sign of a zero", "nan payload"])
+def test_weights_edited_in_place_are_packed_again(edit):
+    x, w = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=1)
+    layer.apply(x, w)
+    if edit == "one weight":
+        w[-1, -1, -1, -1] += 1.0
+        _check(layer, x, w)
+    elif edit == "sign of a zero":
+        w[3, 2, 1, 1] = 0.0
+        layer.apply(x, w)
+        w[3, 2, 1, 1] = -0.0  # equal as numbers, not as bytes: packed again, same result
+        _check(layer, x, w)
+    else:
+        w[0, 0, 0, 0] = np.nan
+        result = layer.apply(x, w)
+        assert np.isnan(result[0, 0]).any() and not np.isnan(result[0, 0, -1, -1])
+        w[0, 0, 0, 0] = 0.5
+        _check(layer, x, w)
+
+
+def test_layers_of_one_shape_take_turns():
+    x, w1 = _arrays(1)
+    _, w2 = _arrays(2)
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    for _ in range(3):
+        _check(layer, x, w1)
+        _check(layer, x, w2)
+
+
+def test_budget_bounds_the_memory_and_zero_turns_it_off(monkeypatch):
+    x, w = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    monkeypatch.setenv(_weight_cache.BUDGET_VARIABLE, "0")
+    _check(layer, x, w)
+    assert _weight_cache.held_bytes() == 0
+    monkeypatch.setenv(_weight_cache.BUDGET_VARIABLE, "1")  # 1 MiB: a few of these layers
+    for seed in range(40):
+        _check(layer, x, _arrays(seed)[1])
+        for shape in ((1, 16, 4, 4), (1, 16, 7, 3)):
+            layer.apply(np.ones(shape), _arrays(seed)[1])
+        assert 0 < _weight_cache.held_bytes() <= 1 << 20
+
+
+def test_views_and_conv_weights():
+    x, w = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    _check(layer, x, np.asfortranarray(w))  # not C-contiguous: packed every call
+    _check(layer, x, np.asfortranarray(w))
+    conv = Conv(strides=(2, 1), pads=(1, 0, 1, 1))
+    cx = np.random.default_rng(3).standard_normal((1, 8, 9, 7))
+    cw = np.random.default_rng(4).standard_normal((16, 8, 3, 3))
+    for value in (1.0, np.inf):
+        cw[0, 0, 0, 0] = value  # Conv packs non-finite weights as they are
+        for _ in range(2):
+            np.testing.assert_allclose(conv.apply(cx, cw),
+                                       reference_conv(cx, cw, strides=(2, 1), pads=(1, 0, 1, 1)),
+                                       rtol=1e-12, atol=1e-12)
