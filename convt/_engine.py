@@ -396,10 +396,6 @@ def _run_gemm(arrays, run, threads, finite=True):
     the call: w holds non-finite weights the GEMM cannot handle exactly.
     ``finite``: ConvTranspose, whose zero padding is not part of the operator
     (Conv's is: its non-finite weights are packed as they are)."""
-    from ._compiled import load
-
-    _kernels = load()
-
     plan, decision = run.plan, run.decision
     accumulation = decision.accumulation
     packed, non_finite = _packed_weights(arrays, run, threads, finite)

@@ -62,9 +62,13 @@ def lookup(run, arrays, finite):
     for entry in entries:
         held_run, copy, packed = entry
         if held_run is run and load().same_bytes(copy, w):
-            with _lock:
-                if key in _plans:
-                    _plans.move_to_end(key)
+            with _lock:  # most recent first, in its plan and among plans
+                held = _plans.get(key, [])
+                for index, kept in enumerate(held):
+                    if kept is entry:  # (by identity: tuples of arrays do not compare)
+                        held.insert(0, held.pop(index))
+                        _plans.move_to_end(key)
+                        break
             return packed
     return None
 

@@ -97,3 +97,20 @@ def test_views_and_conv_weights():
             np.testing.assert_allclose(conv.apply(cx, cw),
                                        reference_conv(cx, cw, strides=(2, 1), pads=(1, 0, 1, 1)),
                                        rtol=1e-12, atol=1e-12)
+
+
+def test_the_weights_used_last_are_evicted_last():
+    x, _ = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    weights = [_arrays(seed)[1] for seed in range(_weight_cache.ENTRIES_PER_PLAN + 1)]
+    for w in weights[:-1]:
+        layer.apply(x, w)
+    layer.apply(x, weights[0])       # a hit: now the most recent of its plan
+    held = _weight_cache.held_bytes()
+    layer.apply(x, weights[-1])      # one more set: evicts weights[1], not weights[0]
+    assert _weight_cache.held_bytes() == held
+    key = next(iter(_weight_cache._plans))
+    copies = [entry[1] for entry in _weight_cache._plans[key]]
+    assert any(np.array_equal(copy, weights[0]) for copy in copies)
+    assert not any(np.array_equal(copy, weights[1]) for copy in copies)
+    _check(layer, x, weights[0])
