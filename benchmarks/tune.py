@@ -185,9 +185,17 @@ def tune_product_bytes(args):
 
 
 def tune_max_depth(args):
+    """K chunks: K_STEP_BYTES sets how many steps fit two thirds of the L1 data cache."""
     layers = [Layer((1, 512, 1024), (512, 256, 16), strides=(8,), pads=(4, 4)),
-              Layer((1, 512, 32, 32), (512, 256, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))]
-    _sweep(args, "longest K chunk", "MAX_DEPTH", [512, 1024, 2048, 4096], layers)
+              Layer((1, 512, 32, 32), (512, 256, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((8, 64, 56, 56), (64, 64, 3, 3), pads=(1, 1, 1, 1)),
+              Layer((8, 256, 32, 32), (256, 128, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))]
+    l1 = _dispatch.l1_data_bytes()
+    print(f"L1 data cache {l1 // 1024} KiB: K_STEP_BYTES 32, 64, 128, 256, 512 give chunks of "
+          + ", ".join(str(min(_dispatch.MAX_DEPTH, max(_dispatch.MIN_DEPTH, l1 * 2 // (3 * b))))
+                      for b in (32, 64, 128, 256, 512)) + " steps")
+    _sweep(args, "bytes of B rows per K step in L1", "K_STEP_BYTES", [32, 64, 128, 256, 512],
+           layers)
 
 
 def tune_min_work_items(args):

@@ -72,6 +72,10 @@ def info():
     print(f"  threads: {_dispatch.default_threads()} by default ("
           + " or ".join(_dispatch.THREAD_VARIABLES) + " or the cores this process may use)")
     print(f"  CPU features: {', '.join(load_kernels().cpu_features()) or 'none the kernels use'}")
+    reported = load_kernels().l1_data_bytes()
+    print(f"  L1 data cache: {_dispatch.l1_data_bytes() // 1024} KiB per core"
+          + ("" if reported else " (assumed: neither the CPU nor the OS reports it)")
+          + f"; K chunks of up to {_dispatch.chunk_depth()} steps")
     print("  kernel families (rows x positions per micro-kernel call):")
     for family in _dispatch.families():
         print(f"    {_describe_family(family)}")

@@ -493,7 +493,8 @@ class Explanation:
                 ("B packing", decision.pack_min_blocks > 0),
                 ("x read as the BLAS operand", decision.input_is_tile)) if on]
             lines.append(f"  blocking: {blocking.mr or 'all'} rows x {blocking.nr or 'a tile of'}"
-                         f" positions per kernel call; {', '.join(flags) or 'no options'}")
+                         f" positions per kernel call, K chunks of up to {blocking.max_depth}"
+                         f" steps; {', '.join(flags) or 'no options'}")
             for index, stack in enumerate(plan.stacks):
                 kind = ("exact, stored into y" if stack["store_direct"] else
                         "exact" if stack["exact"] else "partnered" if stack["partner"] >= 0

@@ -105,6 +105,7 @@ cdef extern from "cpu.h" nogil:
         int os_avx512
     unsigned convt_decode_x86(const convt_x86_words* words)
     unsigned convt_cpu_features()
+    long convt_l1_data_bytes()
 
 
 cdef extern from "pool.h" nogil:

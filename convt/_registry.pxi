@@ -22,6 +22,11 @@ def cpu_features():
     return _feature_names(convt_cpu_features())
 
 
+def l1_data_bytes():
+    """Bytes of one core's level-1 data cache (0 when neither the CPU nor the OS says)."""
+    return convt_l1_data_bytes()
+
+
 def _decode_x86(max_leaf, leaf1_ecx, leaf7_ebx, leaf7_1_eax, xcr0, os_avx512):
     """Tests only: the features convt's x86 rules grant for these CPUID words."""
     cdef convt_x86_words words

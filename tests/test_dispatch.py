@@ -45,6 +45,29 @@ def test_families_this_cpu_can_run_are_available():
     assert _dispatch.available_kernel_sets()[:2] == ["blas", "portable"]
 
 
+def test_l1_data_cache_is_what_the_os_reports():
+    import os
+    import subprocess
+
+    reported = _kernels.l1_data_bytes()
+    # 0 (unknown) or a real L1 size: 16 KiB (old x86) to 192 KiB (Apple cores)
+    assert reported == 0 or 16 * 1024 <= reported <= 192 * 1024
+    if reported and os.path.exists("/usr/bin/getconf"):
+        text = subprocess.run(["getconf", "LEVEL1_DCACHE_SIZE"], capture_output=True,
+                              text=True).stdout.strip()
+        if text.isdigit() and int(text) > 0:
+            assert reported == int(text)
+
+
+@pytest.mark.parametrize("l1, depth", [(32 * 1024, 170), (48 * 1024, 256), (128 * 1024, 682),
+                                       (4 * 1024, 128), (8 << 20, 2048)])
+def test_k_chunks_fill_two_thirds_of_the_l1_data_cache(monkeypatch, l1, depth):
+    monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: l1)
+    assert _dispatch.chunk_depth() == depth
+    decision = _dispatch.decide(_problem((1, 256, 16, 16), (256, 128, 4, 4), strides=(2, 2)))
+    assert decision.blocking.max_depth == depth
+
+
 def test_compiled_records_match_the_python_dtypes():
     for name, (size, fields) in _kernels._compiled_records().items():
         assert _records.RECORDS[name].names == tuple(fields)

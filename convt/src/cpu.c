@@ -31,6 +31,10 @@ static uint64_t xgetbv0(void)
 #endif
 #endif /* x86-64 */
 
+#if defined(__linux__)
+#include <unistd.h>
+#endif
+
 #if defined(__aarch64__) || defined(_M_ARM64)
 #define CONVT_AARCH64 1
 #if defined(__linux__)
@@ -139,4 +143,62 @@ unsigned convt_cpu_features(void)
         known = 1;
     }
     return features;
+}
+
+#ifdef CONVT_X86_64
+/* Intel's deterministic cache parameters (leaf 4), else AMD's L1 leaf. */
+static long x86_l1_data_bytes(void)
+{
+    uint32_t regs[4];
+    uint32_t sub;
+    cpuid(0, 0, regs);
+    if (regs[0] >= 4) {
+        for (sub = 0; sub < 16; ++sub) {
+            uint32_t type, level;
+            cpuid(4, sub, regs);
+            type = regs[0] & 0x1f;
+            level = (regs[0] >> 5) & 0x7;
+            if (type == 0) break; /* no more caches */
+            if (type == 1 && level == 1) /* data cache, level 1 */
+                return (long)(((regs[1] >> 22) & 0x3ff) + 1) * (((regs[1] >> 12) & 0x3ff) + 1)
+                       * ((regs[1] & 0xfff) + 1) * ((long)regs[2] + 1);
+        }
+    }
+    cpuid(0x80000000u, 0, regs);
+    if (regs[0] >= 0x80000005u) {
+        cpuid(0x80000005u, 0, regs);
+        return (long)(regs[2] >> 24) * 1024; /* ecx[31:24]: L1 data KiB */
+    }
+    return 0;
+}
+#endif
+
+static long detect_l1_data_bytes(void)
+{
+    long bytes = 0;
+#ifdef CONVT_X86_64
+    bytes = x86_l1_data_bytes();
+#endif
+#if defined(__linux__) && defined(_SC_LEVEL1_DCACHE_SIZE)
+    if (bytes <= 0) bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+#endif
+#if defined(__APPLE__)
+    if (bytes <= 0) {
+        int64_t value = 0;
+        size_t size = sizeof value;
+        if (sysctlbyname("hw.l1dcachesize", &value, &size, NULL, 0) == 0) bytes = (long)value;
+    }
+#endif
+    return bytes > 0 ? bytes : 0;
+}
+
+long convt_l1_data_bytes(void)
+{
+    static int known = 0;
+    static long bytes = 0;
+    if (!known) {
+        bytes = detect_l1_data_bytes();
+        known = 1;
+    }
+    return bytes;
 }

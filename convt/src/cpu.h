@@ -39,4 +39,9 @@ unsigned convt_decode_x86(const convt_x86_words *words);
 /* CONVT_CPU_* bits of this machine (computed once, then cached). */
 unsigned convt_cpu_features(void);
 
+/* Bytes of one core's level-1 data cache, as the CPU (x86 CPUID leaf 4 or
+ * 0x80000005) or the OS (Linux sysconf, macOS sysctl) reports it; 0 when
+ * neither says (computed once, then cached). */
+long convt_l1_data_bytes(void);
+
 #endif /* CONVT_CPU_H */
