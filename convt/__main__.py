@@ -55,6 +55,7 @@ def demo():
 
 def _describe_family(family):
     flags = [name for name, bit in (("fused", _dispatch.SET_FUSED), ("B packing", _dispatch.SET_PACK),
+                                    ("pair packing", _dispatch.SET_PACK_PAIRS),
                                     ("half panels", _dispatch.SET_HALF),
                                     ("pair kernels", _dispatch.SET_PAIRS),
                                     ("masked stores", _dispatch.SET_MASKED_STORES))

@@ -69,8 +69,14 @@ MIN_WORK_ITEMS = 24
 MIN_SPLIT_ROWS = 4
 # Row blocks an item needs before the first block's B panel is packed for the
 # others (sets with gemm_pack): B rows straddling cache lines cost ~10% per
-# block, the copy ~1 block's loads.
+# block, the copy ~1 block's loads (AVX-512 on 2 Intel SPR-class cores: unet2d
+# k2s2 1.19x, unet3d 1.11x, audio k16s8 1.05x, the others within 1%).
 PACK_MIN_BLOCKS = 4
+# The same for exact stacks, whose full pair panels are copied before their
+# row blocks run (two B rows per step): on 2 Intel SPR-class cores, 11 to 43
+# blocks of 12 rows gained 3-11% (k4s2, 64 to 256 channels), 6 blocks lost 6%
+# (16 channels, float64).
+PAIR_PACK_MIN_BLOCKS = 8
 # Blocked summation: about 2 sqrt(depth) steps per block minimise float32
 # errors; these steps are cheap for the kernels' loop structure.
 SUM_BLOCK_SHALLOW = 32
@@ -128,6 +134,7 @@ SET_HALF = 1 << 1
 SET_PAIRS = 1 << 2
 SET_MASKED_STORES = 1 << 3
 SET_FUSED = 1 << 4
+SET_PACK_PAIRS = 1 << 5
 
 # Storage types (CONVT_F16 ... in convt/src/storage.h) by NumPy dtype name.
 STORAGE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -277,6 +284,7 @@ class Decision:
     accumulation: np.dtype
     blocking: Blocking | None    # GEMM only
     pack_min_blocks: int = 0     # 0: B panels are read in place
+    pair_pack_min_blocks: int = 0  # 0: exact stacks read their pair panels in place
     half_panels: bool = False
     masked_stores: bool = False
     input_is_tile: bool = False  # BLAS: x itself is a tile's operand for 1-tap stacks
@@ -405,6 +413,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         accumulation=accumulation,
         blocking=blocking,
         pack_min_blocks=PACK_MIN_BLOCKS if kernels.has(SET_PACK) and not blas else 0,
+        pair_pack_min_blocks=PAIR_PACK_MIN_BLOCKS if pairs and kernels.has(SET_PACK_PAIRS) else 0,
         half_panels=kernels.has(SET_HALF) and not blas,
         masked_stores=masked,
         input_is_tile=(blas and problem.dtype == accumulation
@@ -433,7 +442,8 @@ def tuning():
     every cache key that a decision feeds."""
     return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH,
-            MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, SUM_BLOCK_SHALLOW,
+            MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
+            SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES)
 
 

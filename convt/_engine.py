@@ -120,6 +120,7 @@ def gemm_layout(plan, decision):
         half_panels=int(decision.half_panels),
         masked_stores=int(decision.masked_stores),
         input_is_tile=int(decision.input_is_tile),
+        pair_pack_min_blocks=decision.pair_pack_min_blocks,
     )
 
 
@@ -491,6 +492,7 @@ class Explanation:
                 ("exact stacks", blocking.exact_stacks), ("residue pairs", blocking.residue_pairs),
                 ("half panels", decision.half_panels), ("masked stores", decision.masked_stores),
                 ("B packing", decision.pack_min_blocks > 0),
+                ("pair packing", decision.pair_pack_min_blocks > 0),
                 ("x read as the BLAS operand", decision.input_is_tile)) if on]
             lines.append(f"  blocking: {blocking.mr or 'all'} rows x {blocking.nr or 'a tile of'}"
                          f" positions per kernel call, K chunks of up to {blocking.max_depth}"

@@ -392,10 +392,19 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
                 pack_to = NULL
 
 
+cdef inline void pack_pair(const Gemm* g, const Panel* p, const acc_t* b,
+                           acc_t* to) noexcept nogil:
+    """Copy a full pair panel's operands to ``to`` (see kernel_set.h, pack_pair)."""
+    if acc_t is float:
+        g.storage.kernels.f32.pack_pair(p.depth, b, p.offsets, p.sibling, to)
+    else:
+        g.storage.kernels.f64.pack_pair(p.depth, b, p.offsets, p.sibling, to)
+
+
 cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* item,
                          const Py_ssize_t* lead, TileSpan tile, const Panel* call,
                          const acc_t* weights, const acc_t* operand,
-                         acc_t* product) noexcept nogil:
+                         acc_t* product, acc_t* panel_buffer) noexcept nogil:
     """multiply_tile for an exact stack (see convt._plan._exact_pairs).
 
     Each block is whole pairs of last-axis phases of one leading phase; for each
@@ -404,7 +413,9 @@ cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* 
     odd one a `sibling` further.  Stacks with store_direct have their pair
     kernels write the interleaved outputs into y (plus bias, or added to y
     after the first K chunk); the others fill the same product columns as
-    multiply_tile.
+    multiply_tile.  With store_direct, a full panel read by pair_pack_min_blocks
+    row blocks or more is first copied to ``panel_buffer`` (aligned, in L1) and
+    every block reads it there.
     """
     cdef int ndim = g.problem.ndim
     cdef int last = ndim - 1
@@ -415,40 +426,55 @@ cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* 
     # the pair's even phase: the same last-axis shift and count in every block
     cdef Py_ssize_t shift = phases[last].shift
     cdef Py_ssize_t count = phases[last].count
+    # only storing pairs: the pair kernels into the product shift C by the sibling too
+    cdef bint pack = (stack.store_direct and g.layout.pair_pack_min_blocks > 0
+                      and tile.end_block - tile.first_block >= g.layout.pair_pack_min_blocks)
     cdef Py_ssize_t r, t, block, row, width, column, m, base
+    cdef bint half
     cdef const PhaseAxis* phase
     cdef const acc_t* a
+    cdef const acc_t* b
     cdef char* y
     cdef const acc_t* bias
     cdef Panel pair_call = call[0]
+    cdef Panel packed_call
+    cdef const Panel* current
     pair_call.sibling = phases[ndim + last].shift - shift
     if stack.store_direct:
         pair_call.ldc = g.ops.y_strides[1]
+    packed_call = pair_call
+    packed_call.offsets = g.panel_offsets
+    packed_call.sibling = call.depth * panel
     for r in range(tile.rows):
         column = r * stack.row_stride + shift - tile.x
-        for block in range(tile.first_block, tile.end_block):
-            # the block's weights stay in cache for all its panels along the row
-            row = block_start(g, stack, block)
-            phase = phases + row_phase(row, g.problem.mg, 2, &m) * ndim
-            # grid rows and leading coordinates outside this leading phase have no outputs
-            if not (output_base(g, phase, item, item.group * g.problem.mg + m, lead, &base)
-                    and row_offset(g, phase, tile.y + r, &base)):
-                continue
-            width = block_start(g, stack, block + 1) - row
-            a = weights + row * depth + call.k_begin * width
-            y = <char*>element(g.ops.y, base + phase[last].residue, storage)
-            bias = (<const acc_t*>g.ops.bias_acc + item.group * g.problem.mg + m
-                    if g.ops.bias_acc != NULL else NULL)
-            t = 0
-            while t < count:
+        t = 0
+        while t < count:
+            half = 2 * (count - t) <= panel
+            b = operand + column + t
+            current = &pair_call
+            if pack and not half:
+                pack_pair(g, &pair_call, b, panel_buffer)
+                b = panel_buffer
+                current = &packed_call
+            for block in range(tile.first_block, tile.end_block):
+                row = block_start(g, stack, block)
+                phase = phases + row_phase(row, g.problem.mg, 2, &m) * ndim
+                # grid rows and leading coordinates outside this leading phase have no outputs
+                if not (output_base(g, phase, item, item.group * g.problem.mg + m, lead, &base)
+                        and row_offset(g, phase, tile.y + r, &base)):
+                    continue
+                width = block_start(g, stack, block + 1) - row
+                a = weights + row * depth + call.k_begin * width
                 if stack.store_direct:
-                    store_kernel(g, 2 * (count - t) <= panel, width, &pair_call, a,
-                                 operand + column + t, y + 2 * t * convt_itemsize(storage), bias)
+                    y = <char*>element(g.ops.y, base + phase[last].residue, storage)
+                    bias = (<const acc_t*>g.ops.bias_acc + item.group * g.problem.mg + m
+                            if g.ops.bias_acc != NULL else NULL)
+                    store_kernel(g, half, width, current, a, b,
+                                 y + 2 * t * convt_itemsize(storage), bias)
                 else:
-                    pair_kernel(g, 2 * (count - t) <= panel, width, &pair_call, a,
-                                operand + column + t,
+                    pair_kernel(g, half, width, current, a, b,
                                 product + (row - tile.first_row) * call.ldc + column + t)
-                t = t + panel
+            t = t + panel
 
 
 cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const char* x_image,
@@ -525,7 +551,8 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                 else:
                     fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
                 if stack.exact:
-                    multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product)
+                    multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
+                                   panel_buffer)
                 else:
                     multiply_tile(g, stack, &call, weights, operand, tile, product, panel_buffer)
         else:

@@ -46,7 +46,11 @@ cdef extern from "kernel_set.h" nogil:
     ctypedef void (*convt_load_f32)(float*, const void*, Py_ssize_t)
     ctypedef void (*convt_load_f64)(double*, const void*, Py_ssize_t)
     ctypedef void (*convt_store_f32)(void*, const float*, Py_ssize_t, float)
+    ctypedef void (*convt_pack_pair_f32)(Py_ssize_t, const float*, const Py_ssize_t*, Py_ssize_t,
+                                        float*)
     ctypedef void (*convt_store_f64)(void*, const double*, Py_ssize_t, double)
+    ctypedef void (*convt_pack_pair_f64)(Py_ssize_t, const double*, const Py_ssize_t*, Py_ssize_t,
+                                        double*)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -65,6 +69,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_run_f32 add_bias
         convt_load_f32 load[4]
         convt_store_f32 store[4]
+        convt_pack_pair_f32 pack_pair
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -83,6 +88,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_run_f64 add_bias
         convt_load_f64 load[4]
         convt_store_f64 store[4]
+        convt_pack_pair_f64 pack_pair
 
     ctypedef struct convt_family:
         const char* name
@@ -171,7 +177,7 @@ cdef extern from "records.h" nogil:
         Py_ssize_t image, group, stack, tile
     ctypedef struct GemmLayout "convt_gemm_layout":
         Py_ssize_t operand, product, per_thread, blas, pack_min_blocks, half_panels
-        Py_ssize_t masked_stores, input_is_tile
+        Py_ssize_t masked_stores, input_is_tile, pair_pack_min_blocks
     ctypedef struct DirectLayout "convt_direct_layout":
         Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
         Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose, channels

@@ -690,8 +690,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         table_size=max(1, tables),
         operand_capacity=operand,
         product_capacity=product,
-        # + a packed B panel, and room to align it to 64 bytes
-        workspace_per_thread=operand + product + depth_max * panel + 64 // blocking.itemsize,
+        # + a packed B panel (two for the pair kernels), and room to align it to 64 bytes
+        workspace_per_thread=operand + product + 2 * depth_max * panel + 64 // blocking.itemsize,
         needs_fill=needs_fill,
     )
 

@@ -85,6 +85,7 @@ GEMM_LAYOUT = _record(
     "half_panels",     # 1: half-width kernels for last panels of <= NR / 2 positions
     "masked_stores",   # 1: stride-2 even stores with the set's masked stores
     "input_is_tile",   # 1: x holds accumulation-type values, spatially C-contiguous
+    "pair_pack_min_blocks",  # exact stacks: pack full pair panels read by this many blocks (0: never)
 )
 
 # The direct engine's plan: table sizes and one thread's workspace layout.

@@ -139,6 +139,29 @@ def _run_gemm_family(spec):
         gemm_typed(spec, <double*>pointer(spec.a))
 
 
+cdef pack_pair_typed(spec, acc_t* to):
+    cdef const acc_t* b = <const acc_t*>pointer(spec.b)
+    cdef const Py_ssize_t* offsets = <const Py_ssize_t*>pointer(spec.offsets)
+    cdef Kernels kernels = kernels_named(spec.family)
+    cdef void* entry
+    if acc_t is float:
+        entry = _found(<void*>kernels.f32.pack_pair, spec)
+        (<convt_pack_pair_f32>entry)(spec.depth, b, offsets, spec.sibling, to)
+    else:
+        entry = _found(<void*>kernels.f64.pack_pair, spec)
+        (<convt_pack_pair_f64>entry)(spec.depth, b, offsets, spec.sibling, to)
+
+
+def _run_pack_pair(spec):
+    """Tests only: one pack_pair call into spec.to (64-byte aligned)."""
+    if spec.to.ctypes.data % 64:
+        raise ValueError("pack_pair writes whole aligned vectors: spec.to must be 64-byte aligned")
+    if spec.to.dtype == np.float32:
+        pack_pair_typed(spec, <float*>pointer(spec.to))
+    else:
+        pack_pair_typed(spec, <double*>pointer(spec.to))
+
+
 cdef row_typed(spec, acc_t* w):
     cdef Py_ssize_t sources = len(spec.x)
     cdef const acc_t* rows[64]

@@ -76,6 +76,22 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, kernel
 
 
 @each_pair_set
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_packed_pair_panels_change_no_bit(name, dtype, kernel_set, monkeypatch):
+    # every full pair panel of a storing stack copied before its row blocks (sets
+    # with pack_pair), and no copy: the kernels see the same values in the same order
+    x, w, b, params = _operands(name, dtype, with_bias=True)
+    results = []
+    for min_blocks in (1, 10**6):
+        monkeypatch.setattr(_dispatch, "PAIR_PACK_MIN_BLOCKS", min_blocks)
+        monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
+        results.append(run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2, **params))
+    assert_matches_reference(results[0], x, w, b, **params)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+@each_pair_set
 @pytest.mark.parametrize("layout", ["contiguous", "channel_slice", "strided_columns"])
 def test_exact_stacks_write_into_any_output_layout(layout, kernel_set):
     # exact stacks store into y directly when its rows are contiguous, and go

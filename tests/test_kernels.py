@@ -221,6 +221,34 @@ def test_pair_kernels_match_the_reference(family, acc):
                     _assert_close(got, expected, bound, fused)
 
 
+def _aligned(count, acc):
+    """A zeroed array of ``count`` elements starting on a 64-byte boundary."""
+    raw = np.zeros(count + 64, acc)
+    skip = (-raw.ctypes.data % 64) // raw.itemsize
+    return raw[skip:skip + count]
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pack_pair_copies_both_operands_of_every_step(family, acc):
+    kernels = _kernel_set(family, acc)
+    if not kernels.has(_dispatch.SET_PACK_PAIRS):
+        pytest.skip(f"{family} has no pack_pair kernel (flag off)")
+    rng = np.random.default_rng(5)
+    nr = kernels.nr
+    for depth in (1, 2, 7, 64):
+        for sibling in (1, 3, nr + 1):
+            b = rng.standard_normal(depth * 40 + 2 * nr + sibling).astype(acc)
+            offsets = rng.permutation(depth * 40)[:depth].astype(np.intp)  # any alignment
+            to = _aligned(2 * depth * nr, acc)
+            _kernels._run_pack_pair(SimpleNamespace(family=family, depth=depth, b=b,
+                                                    offsets=offsets, sibling=sibling, to=to))
+            for k, offset in enumerate(offsets):
+                assert np.array_equal(to[k * nr:(k + 1) * nr], b[offset:offset + nr])
+                assert np.array_equal(to[(depth + k) * nr:(depth + k + 1) * nr],
+                                      b[offset + sibling:offset + sibling + nr])
+
+
 def _pair_store_storages(acc):
     return ["float16", "bfloat16", "float32"] if acc == np.float32 else ["float64"]
 
@@ -444,6 +472,14 @@ def test_flags_say_which_entries_a_set_has(family):
             else:
                 with pytest.raises(LookupError):
                     _kernels._run_gemm_family(call)
+        pack = SimpleNamespace(family=family, kernel="pack_pair", rows=0, depth=1, b=np.zeros(2 * kernels.nr + 1, acc),
+                               offsets=np.zeros(1, np.intp), sibling=1,
+                               to=_aligned(2 * kernels.nr, acc))
+        if kernels.has(_dispatch.SET_PACK_PAIRS):
+            _kernels._run_pack_pair(pack)
+        else:
+            with pytest.raises(LookupError):
+                _kernels._run_pack_pair(pack)
         # no set has kernels for more rows than its MR
         if kernels.mr < 12:
             spec = _gemm_spec(rng, acc, kernels.mr + 1, kernels.nr, 4, 4, "varying")

@@ -31,6 +31,10 @@
  *     2 nr (or nr) contiguous outputs at y + j * ldy in the storage type:
  *     y = v + bias[j] (bias may be NULL), or y = y + v when `accumulate`,
  *     where v is the blocked sum from zero; rounded once.
+ * pack_pair: copies a full panel's pair operands, b + offsets[k] .. + nr to
+ *     to + k nr and b + offsets[k] + sibling .. + nr to to + (depth + k) nr,
+ *     so that pair and pair_store read them with offsets k nr and sibling
+ *     depth nr from L1, 64-byte aligned (sets flagged CONVT_SET_PACK_PAIRS).
  * row: the direct engine's row-phase sum,
  *     out[t] (+)= sum over sources s, then taps j, of w[s * taps + j] *
  *     x[s][t + offsets[j]] for t < count, where only taps whose input index
@@ -61,7 +65,8 @@ enum {
     CONVT_SET_HALF = 1 << 1,          /* half entries */
     CONVT_SET_PAIRS = 1 << 2,         /* pair and pair_store entries (exact stacks) */
     CONVT_SET_MASKED_STORES = 1 << 3, /* store_even writes whole vectors of even lanes */
-    CONVT_SET_FUSED = 1 << 4          /* all products are fused multiply-adds */
+    CONVT_SET_FUSED = 1 << 4,         /* all products are fused multiply-adds */
+    CONVT_SET_PACK_PAIRS = 1 << 5     /* pack_pair entry */
 };
 
 #define CONVT_DECLARE_FAMILIES(S, T)                                                      \
@@ -87,6 +92,9 @@ enum {
     typedef void (*convt_run_##S)(T *dst, const T *src, ptrdiff_t count, T bias);         \
     typedef void (*convt_load_##S)(T *dst, const void *src, ptrdiff_t count);             \
     typedef void (*convt_store_##S)(void *dst, const T *src, ptrdiff_t count, T bias);    \
+    typedef void (*convt_pack_pair_##S)(ptrdiff_t depth, const T *b,                      \
+                                        const ptrdiff_t *offsets, ptrdiff_t sibling,      \
+                                        T *to);                                           \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -104,6 +112,7 @@ enum {
         convt_run_##S add_bias;                                                           \
         convt_load_##S load[CONVT_STORAGE_COUNT];                                         \
         convt_store_##S store[CONVT_STORAGE_COUNT];                                       \
+        convt_pack_pair_##S pack_pair;                                                    \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

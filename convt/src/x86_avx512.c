@@ -2,9 +2,14 @@
  *
  * GEMM: ROWS (<= 12) rows x 1 vector (16 floats or 8 doubles).  With 32
  * registers the block totals stay in registers and one call covers the whole
- * depth; there are 13 loads (12 broadcasts, one B row) per 12 FMAs, and B rows
- * are read in place, never packed (measured on Zen 4, where 512-bit FMAs are
- * split in two: 115-117 GFLOP/s per core against 101-109 for the AVX2 kernel).
+ * depth; there are 13 loads (12 broadcasts, one B row) per 12 FMAs (on Zen 4,
+ * where 512-bit FMAs are split in two: 115-117 GFLOP/s per core against 101-109
+ * for the AVX2 kernel).  gemm_pack copies the B rows of a panel to an aligned
+ * buffer while the first row block reads them, and pack_pair copies a pair
+ * panel's two operands, so the other blocks read aligned rows from L1 where
+ * the tile's rows straddle cache lines (on Intel cores with two 512-bit FMA
+ * units, B loads from L2 were the bottleneck: 1.05-1.19x on k2s2 and k16s8
+ * layers, 1.03-1.18x on k4s2).
  * Half-width twins on 256-bit vectors serve a tile's last panel of <= 8
  * positions.  Pair kernels compute two stride phases of a last axis at once
  * and may store straight into y, interleaved (exact stacks, see _plan.py).
@@ -24,7 +29,7 @@
 
 /* total[i] = c's row (accumulate) or the first block sum, plus each next
  * block sum (see kernel_set.h); odd rows read B `sibling` positions further. */
-#define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START)            \
+#define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP)      \
     {                                                                                     \
         V acc[ROWS];                                                                      \
         ptrdiff_t k = 0, end;                                                             \
@@ -35,6 +40,7 @@
             for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                              \
             for (; k < end; ++k, a += (ROWS)) {                                           \
                 V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));    \
+                KEEP                                                                      \
                 for (i = 0; i < (ROWS); ++i)                                              \
                     acc[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, acc[i]);               \
             }                                                                             \
@@ -49,7 +55,9 @@
         total[i] = accumulate ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)) : SETZERO(); \
     first = !accumulate;
 
-#define DEFINE_GEMM(NAME, ROWS, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)               \
+/* PACK: also copy each B row read to pack_to + k W, 64-byte aligned, for the
+ * panel's other row blocks (gemm_pack). */
+#define DEFINE_GEMM(NAME, ROWS, PACK, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)         \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
                             const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,                \
                             int accumulate, T *pack_to)                                   \
@@ -58,7 +66,8 @@
         int i;                                                                            \
         (void)pack_to;                                                                    \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                         \
-                       START_FROM_C(ROWS, LOAD, SETZERO, 0))                              \
+                       START_FROM_C(ROWS, LOAD, SETZERO, 0),                              \
+                       if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);) \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, total[i]);                        \
     }
 
@@ -70,7 +79,7 @@
         V total[ROWS];                                                                    \
         int i;                                                                            \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
-                       START_FROM_C(ROWS, LOAD, SETZERO, sibling))                        \
+                       START_FROM_C(ROWS, LOAD, SETZERO, sibling), )                      \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), total[i]); \
     }
 
@@ -86,7 +95,7 @@
         V total[ROWS];                                                                    \
         int i;                                                                            \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
-                       for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();)                 \
+                       for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();, )               \
         for (i = 0; i < (ROWS); i += 2) {                                                 \
             YT *row = (YT *)y + (i / 2) * ldy;                                            \
             V low = PERMUTE(total[i], LOW, total[i + 1]);                                 \
@@ -115,18 +124,20 @@
 /* CALL(M, (a, b)) is M(a, b) once the arguments are expanded (portable to MSVC). */
 #define CALL(MACRO, ARGUMENTS) MACRO ARGUMENTS
 
-#define GEMMS(FLAVOUR, P)                                                                 \
-    CALL(DEFINE_GEMM, (P##1, 1, FLAVOUR)) CALL(DEFINE_GEMM, (P##2, 2, FLAVOUR))           \
-    CALL(DEFINE_GEMM, (P##3, 3, FLAVOUR)) CALL(DEFINE_GEMM, (P##4, 4, FLAVOUR))           \
-    CALL(DEFINE_GEMM, (P##5, 5, FLAVOUR)) CALL(DEFINE_GEMM, (P##6, 6, FLAVOUR))           \
-    CALL(DEFINE_GEMM, (P##7, 7, FLAVOUR)) CALL(DEFINE_GEMM, (P##8, 8, FLAVOUR))           \
-    CALL(DEFINE_GEMM, (P##9, 9, FLAVOUR)) CALL(DEFINE_GEMM, (P##10, 10, FLAVOUR))         \
-    CALL(DEFINE_GEMM, (P##11, 11, FLAVOUR)) CALL(DEFINE_GEMM, (P##12, 12, FLAVOUR))
+#define GEMMS(FLAVOUR, P, PACK)                                                           \
+    CALL(DEFINE_GEMM, (P##1, 1, PACK, FLAVOUR)) CALL(DEFINE_GEMM, (P##2, 2, PACK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##3, 3, PACK, FLAVOUR)) CALL(DEFINE_GEMM, (P##4, 4, PACK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##5, 5, PACK, FLAVOUR)) CALL(DEFINE_GEMM, (P##6, 6, PACK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##7, 7, PACK, FLAVOUR)) CALL(DEFINE_GEMM, (P##8, 8, PACK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##9, 9, PACK, FLAVOUR)) CALL(DEFINE_GEMM, (P##10, 10, PACK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##11, 11, PACK, FLAVOUR)) CALL(DEFINE_GEMM, (P##12, 12, PACK, FLAVOUR))
 #define GEMM_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12}
-GEMMS(ZF, gemm_zf_r)
-GEMMS(YF, gemm_yf_r)
-GEMMS(ZD, gemm_zd_r)
-GEMMS(YD, gemm_yd_r)
+GEMMS(ZF, gemm_zf_r, 0)
+GEMMS(ZF, gemm_pack_zf_r, 1)
+GEMMS(YF, gemm_yf_r, 0)
+GEMMS(ZD, gemm_zd_r, 0)
+GEMMS(ZD, gemm_pack_zd_r, 1)
+GEMMS(YD, gemm_yd_r, 0)
 
 #define PAIRS(FLAVOUR, P)                                                                 \
     CALL(DEFINE_PAIR, (P##2, 2, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, FLAVOUR))           \
@@ -268,27 +279,42 @@ CONVT_X86_CHANNELS(AVX512 static, channels_f32, float, __m512, 16, _mm512_loadu_
 CONVT_X86_CHANNELS(AVX512 static, channels_f64, double, __m512d, 8, _mm512_loadu_pd,
                    _mm512_storeu_pd, _mm512_fmadd_pd, convt_channel_tail_f64)
 
+/* pack_pair (kernel_set.h): two full vectors per step, to an aligned panel. */
+#define DEFINE_PACK_PAIR(NAME, T, LOAD, STORE, W)                                         \
+    AVX512 static void NAME(ptrdiff_t depth, const T *b, const ptrdiff_t *offsets,        \
+                            ptrdiff_t sibling, T *to)                                     \
+    {                                                                                     \
+        ptrdiff_t k;                                                                      \
+        for (k = 0; k < depth; ++k) {                                                     \
+            STORE(to + k * (W), LOAD(b + offsets[k]));                                    \
+            STORE(to + (depth + k) * (W), LOAD(b + offsets[k] + sibling));                \
+        }                                                                                 \
+    }
+DEFINE_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16)
+DEFINE_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8)
+
 #define NO_STORES {{0}, {0}}
-#define FLAGS (CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | CONVT_SET_FUSED)
+#define FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | \
+               CONVT_SET_FUSED | CONVT_SET_PACK_PAIRS)
 
 const convt_kernels_f32 convt_avx512_f32 = {
     "avx512", MR, 16, FLAGS,
-    GEMM_TABLE(gemm_zf_r), {0}, GEMM_TABLE(gemm_yf_r),
+    GEMM_TABLE(gemm_zf_r), GEMM_TABLE(gemm_pack_zf_r), GEMM_TABLE(gemm_yf_r),
     {PAIR_TABLE(pair_zf_r), PAIR_TABLE(pair_yf_r)},
     {{PAIR_TABLE(store_f16_z_r), PAIR_TABLE(store_f16_y_r)},
      {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      NO_STORES},
     row_f32, channels_f32, convt_avx2_interleave_f32, store_even_f32, convt_avx2_add_bias_f32,
-    CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32};
+    CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
     "avx512", MR, 8, FLAGS,
-    GEMM_TABLE(gemm_zd_r), {0}, GEMM_TABLE(gemm_yd_r),
+    GEMM_TABLE(gemm_zd_r), GEMM_TABLE(gemm_pack_zd_r), GEMM_TABLE(gemm_yd_r),
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {NO_STORES, NO_STORES, NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
     row_f64, channels_f64, convt_avx2_interleave_f64, store_even_f64, convt_avx2_add_bias_f64,
-    CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64};
+    CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64};
 
 #endif /* x86-64 */
