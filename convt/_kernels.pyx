@@ -14,7 +14,8 @@ Files, by job (included here, one extension module):
   accumulation-type buffers;
 * ``_registry.pxi``: the kernel families of convt/src/registry.c, CPU
   features, the thread pool, and the check that plan records match convt._records;
-* ``_gemm.pxi``: the GEMM engine driver (tile buffers, micro-kernels, work items);
+* ``_tiles.pxi``: the GEMM engine's B operand (tile buffers filled from x);
+* ``_gemm.pxi``: the GEMM engine driver (micro-kernels, exact stacks, work items);
 * ``_scatter.pxi``: the GEMM engine's output side (product rows to y);
 * ``_pack.pxi``: weight packing for the GEMM engine;
 * ``_direct.pxi``: the direct engine driver (row kernels);
@@ -70,6 +71,7 @@ include "_storage.pxi"
 include "_registry.pxi"
 include "_signals.pxi"
 include "_scatter.pxi"
+include "_tiles.pxi"
 include "_gemm.pxi"
 include "_pack.pxi"
 include "_direct.pxi"

@@ -164,7 +164,7 @@ def architecture_figure(path):
          "(engine, kernel set, blocking, flags, named thresholds)", "tab:purple"),
         ("planner (pure Python)", "_plan.py: stride phases, stacks, tiles, work items\n"
          "-> read-only records (_records.py = src/records.h)", "tab:green"),
-        ("Cython drivers (prange, fused float/double)", "_kernels.pyx: _gemm.pxi, _pack.pxi, "
+        ("Cython drivers (prange, fused float/double)", "_kernels.pyx: _gemm.pxi, _tiles.pxi, _pack.pxi, "
          "_direct.pxi,\n_storage.pxi (element types), _registry.pxi", "tab:orange"),
         ("C kernel sets, one file per CPU family", f"src/registry.c: {families}\n"
          "src/cpu.c (detection, once), src/reference.c (tests)", "tab:red"),

@@ -1,0 +1,235 @@
+# The GEMM engine's B operand: tile buffers filled from x.
+#
+# A tile's buffer holds, for each input channel of a K chunk, the tile's input
+# rows zero-padded by the stack's reach, so that tap j of product column q is
+# buffer[q + offsets[j]]; gathered tiles (im2col-like) serve stacks whose taps
+# are too sparse for a window.  One-tap stacks over whole contiguous rows read
+# x itself (input_as_operand): no copy.
+
+cdef inline void zero_run(acc_t* dst, Py_ssize_t count) noexcept nogil:
+    """dst[:count] = 0; halos are a few elements, where a loop beats a memset call."""
+    cdef Py_ssize_t i
+    if count > 32:
+        memset(dst, 0, count * sizeof(acc_t))
+    else:
+        for i in range(count):
+            dst[i] = 0
+
+
+cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_t origin,
+                          const char* x_row, Py_ssize_t residue) noexcept nogil:
+    """dst[i] = x_row[decimation * (origin + i) + residue] where that index is inside
+    the last input axis, else 0 (x_row: the row's index 0; decimation and residue
+    1 and 0 but for Conv's strides)."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t decimation = g.axes[last].decimation
+    cdef Py_ssize_t size = (g.axes[last].in_size - residue + decimation - 1) // decimation
+    cdef Py_ssize_t step = g.ops.x_strides[2 + last]
+    cdef Py_ssize_t lo = min(max(0, -origin), count)
+    cdef Py_ssize_t hi = max(lo, min(count, size - origin))
+    zero_run(dst, lo)
+    if hi > lo:
+        load_run(&g.storage, dst + lo,
+                 element(x_row, (decimation * (origin + lo) + residue) * step, g.storage.type),
+                 decimation * step, hi - lo)
+    zero_run(dst + hi, count - hi)
+
+
+cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_step,
+                                 Py_ssize_t channels, Py_ssize_t count, Py_ssize_t origin,
+                                 const char* x_row, Py_ssize_t residue) noexcept nogil:
+    """fill_run for ``channels`` consecutive channels of channels-last input at once:
+    dst[c * channel_step + i] = x_row[c, decimation * (origin + i) + residue] (or 0
+    outside the last axis).  Each position's channels are one contiguous read,
+    spread over the channels' buffer rows: reading channel by channel would load
+    every cache line of the row once per channel."""
+    cdef int last = g.problem.ndim - 1
+    cdef int storage = g.storage.type
+    cdef Py_ssize_t decimation = g.axes[last].decimation
+    cdef Py_ssize_t size = (g.axes[last].in_size - residue + decimation - 1) // decimation
+    cdef Py_ssize_t step = g.ops.x_strides[2 + last] * decimation
+    cdef Py_ssize_t lo = min(max(0, -origin), count)
+    cdef Py_ssize_t hi = max(lo, min(count, size - origin))
+    cdef Py_ssize_t c, k, q0, positions, done, chunk
+    cdef const char* source
+    cdef acc_t block[TRANSPOSE_POSITIONS * 256]
+    for c in range(channels):
+        zero_run(dst + c * channel_step, lo)
+        zero_run(dst + c * channel_step + hi, count - hi)
+    x_row = element(x_row, residue * g.ops.x_strides[2 + last], storage)
+    # blocks of TRANSPOSE_POSITIONS positions x 256 channels, written along the
+    # buffer rows (a position at a time would hit one cache set per channel)
+    q0 = lo
+    while q0 < hi:
+        positions = min(<Py_ssize_t>TRANSPOSE_POSITIONS, hi - q0)
+        done = 0
+        while done < channels:
+            chunk = min(256, channels - done)
+            for k in range(positions):
+                source = element(x_row, (origin + q0 + k) * step, storage)
+                load_run(&g.storage, block + k * 256, element(source, done, storage), 1, chunk)
+            for c in range(chunk):
+                for k in range(positions):
+                    dst[(done + c) * channel_step + q0 + k] = block[k * 256 + c]
+            done = done + chunk
+        q0 = q0 + positions
+
+
+cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                      const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                      const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
+    """Copy the input a tile reads, once, into a zero-padded buffer.
+
+    Buffer axes: per input channel, one plane per decimated input residue
+    (Conv's strides; one plane otherwise), then each leading axis spans its
+    taps (span + 1 planes), axis ndim - 2 the tile's rows and their taps
+    (buffer_rows), the last axis a row of row_stride (columns plus taps).
+    Tap j of product column q is buffer[q + buffer_offsets[j]].  Grid
+    coordinates u read input index ``decimation * u + residue`` per axis.
+    Channels-last input is copied position by position, all channels at once.
+    """
+    cdef int last = g.problem.ndim - 1
+    cdef int storage = g.storage.type
+    cdef Py_ssize_t row_stride = stack.row_stride
+    cdef Py_ssize_t plane_size = stack.buffer_rows * row_stride
+    cdef Py_ssize_t x_origin = tile.x - axes[last].span
+    cdef Py_ssize_t y_origin = tile.y - (axes[last - 1].span if last >= 1 else 0)
+    cdef Py_ssize_t channels = c_end - c_begin
+    cdef Py_ssize_t channel_step = g.ops.x_strides[1]
+    cdef bint channels_last = (channel_step == 1 and g.ops.x_strides[2 + last] != 1
+                               and channels >= MIN_CHANNEL_RUN)
+    cdef Py_ssize_t lead_planes = 1
+    cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index
+    cdef const Py_ssize_t* residues
+    cdef const char* row
+    cdef int a
+    cdef bint inside
+    cdef acc_t* dst
+    for a in range(last - 1):
+        lead_planes = lead_planes * (axes[a].span + 1)
+    for plane in range(stack.buffer_planes):
+        dst = buffer + plane * plane_size
+        residues = g.residues + (stack.residue_start + plane // lead_planes) * g.problem.ndim
+        offset = c_begin * channel_step
+        inside = True
+        rest = plane % lead_planes
+        for a in range(last - 2, -1, -1):
+            index = lead[a] - axes[a].span + rest % (axes[a].span + 1)
+            index = index * g.axes[a].decimation + residues[a]
+            rest = rest // (axes[a].span + 1)
+            if index < 0 or index >= g.axes[a].in_size:
+                inside = False
+                break
+            offset = offset + index * g.ops.x_strides[2 + a]
+        for r in range(stack.buffer_rows if inside else 0):
+            row_index = 0
+            if last >= 1:
+                row_index = (y_origin + r) * g.axes[last - 1].decimation + residues[last - 1]
+                if row_index < 0 or row_index >= g.axes[last - 1].in_size:
+                    for channel in range(channels):
+                        memset(dst + channel * stack.buffer_channel + r * row_stride, 0,
+                               row_stride * sizeof(acc_t))
+                    continue
+            row = element(x_image, offset + row_index * g.ops.x_strides[1 + last], storage)
+            if channels_last:
+                fill_row_channels_last(g, dst + r * row_stride, stack.buffer_channel, channels,
+                                       row_stride, x_origin, row, residues[last])
+            else:
+                for channel in range(channels):
+                    fill_run(g, dst + channel * stack.buffer_channel + r * row_stride,
+                             row_stride, x_origin, element(row, channel * channel_step, storage),
+                             residues[last])
+        if not inside:
+            for channel in range(channels):
+                memset(dst + channel * stack.buffer_channel, 0, plane_size * sizeof(acc_t))
+    # the last panel of the last channel may read up to one panel past the data
+    memset(buffer + channels * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+
+
+cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,
+                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t* lead, TileSpan tile,
+                      acc_t* operand) noexcept nogil:
+    """A gathered (im2col) tile: rows of `columns` positions,
+    operand[(c, j), r * row_stride + q] = x[c, lead, tile.y + r, tile.x + q + offset(j)].
+    For the micro-kernels, the positions a short tile does not have are zeroed
+    up to the last panel they read.  (lead[ndim - 2] is used as scratch.)"""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const Py_ssize_t* offsets = g.tap_offsets + stack.tap_start * ndim
+    cdef const Py_ssize_t* residues = g.tap_residues + stack.tap_start * ndim
+    cdef Py_ssize_t channel, j, index, x_offset, r
+    cdef int a
+    cdef bint inside
+    cdef acc_t* dst
+    for r in range(tile.rows):
+        if last >= 1:
+            lead[last - 1] = tile.y + r
+        for channel in range(c_begin, c_end):
+            for j in range(stack.taps):
+                dst = operand + ((channel - c_begin) * stack.taps + j) * stack.columns \
+                    + r * stack.row_stride
+                x_offset = channel * g.ops.x_strides[1]
+                inside = True
+                for a in range(last):
+                    index = ((lead[a] + offsets[j * ndim + a]) * g.axes[a].decimation
+                             + residues[j * ndim + a])
+                    if index < 0 or index >= g.axes[a].in_size:
+                        inside = False
+                        break
+                    x_offset = x_offset + index * g.ops.x_strides[2 + a]
+                if inside:
+                    fill_run(g, dst, tile.cols, tile.x + offsets[j * ndim + last],
+                             element(x_image, x_offset, g.storage.type),
+                             residues[j * ndim + last])
+                else:
+                    memset(dst, 0, tile.cols * sizeof(acc_t))
+    if not g.layout.blas:
+        pad_gathered_tile(stack, c_end - c_begin, tile, operand)
+
+
+cdef void pad_gathered_tile(const GemmStack* stack, Py_ssize_t channels, TileSpan tile,
+                            acc_t* operand) noexcept nogil:
+    """Zero the positions of each gathered row that a short tile leaves out and the
+    micro-kernels' last panel reads (never stored; zeros keep them cheap)."""
+    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t end = min(stack.columns, (used + stack.panel - 1) // stack.panel * stack.panel)
+    cdef Py_ssize_t k, r
+    cdef acc_t* row
+    for k in range(channels * stack.taps):
+        row = operand + k * stack.columns
+        if tile.cols < stack.row_stride:
+            for r in range(tile.rows - 1):
+                zero_run(row + r * stack.row_stride + tile.cols, stack.row_stride - tile.cols)
+        zero_run(row + used, end - used)
+
+
+cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const char* x_image,
+                                   Py_ssize_t c_begin, Py_ssize_t c_end,
+                                   const Py_ssize_t* lead, TileSpan tile,
+                                   const acc_t* like) noexcept nogil:
+    """x itself as a tile's operand, or NULL: a one-tap, zero-offset stack (1x1 layers,
+    the phases of k2s2) over whole rows of an x of the accumulation type whose rows
+    are contiguous reads x[c, lead, tile.y + r, q] at the buffer's place r * row_stride
+    + q, the channels g.x_channel_offsets apart; no copy.  The last panel may read up
+    to a panel past the tile: that must stay inside x."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t start, furthest, panels
+    cdef int a
+    if not (stack.identity and not stack.exact and g.x_extent > 0
+            and is_accumulation(g.storage.type, like)
+            and g.ops.x_strides[2 + last] == 1 and tile.cols == g.axes[last].in_size):
+        return NULL
+    if last >= 1 and tile.rows > 1 and g.ops.x_strides[1 + last] != stack.row_stride:
+        return NULL
+    start = c_begin * g.ops.x_strides[1] + tile.x * g.ops.x_strides[2 + last]
+    if last >= 1:
+        start = start + tile.y * g.ops.x_strides[1 + last]
+    for a in range(last - 1):
+        start = start + lead[a] * g.ops.x_strides[2 + a]
+    panels = ((tile.rows - 1) * stack.row_stride + tile.cols + stack.panel - 1) // stack.panel
+    # x_image is x's data pointer plus the image's and the group's offset
+    furthest = ((x_image - g.ops.x) // sizeof(acc_t) + start
+                + (c_end - c_begin - 1) * g.ops.x_strides[1] + panels * stack.panel)
+    if furthest > g.x_extent:
+        return NULL
+    return <const acc_t*>element(x_image, start, g.storage.type)
