@@ -382,7 +382,7 @@ def _packed_weights(arrays, run, threads, finite):
 
     cacheable = _weight_cache.cacheable(arrays)
     if cacheable:
-        packed = _weight_cache.lookup(run, arrays, finite)
+        packed = _weight_cache.lookup(run, arrays, finite, threads)
         if packed is not None:
             return packed, 0
     packed = np.empty(run.plan.packed_size, dtype=run.decision.accumulation)

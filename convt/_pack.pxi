@@ -175,16 +175,47 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     return non_finite
 
 
-def same_bytes(cnp.ndarray a, cnp.ndarray b):
+# Bytes per piece of a shared comparison: large weights (8 MiB for a 512 -> 256
+# k16 layer) are compared by every thread of the call, piece by piece, rather
+# than by the caller alone while the others wait (2 threads: 0.56 -> 0.3 ms).
+cdef enum:
+    COMPARE_PIECE_BYTES = 1 << 20
+
+
+cdef struct Comparison:
+    const char* left
+    const char* right
+    size_t size
+    int differ
+
+
+cdef void compare_piece(void* context, Py_ssize_t item, int slot) noexcept nogil:
+    cdef Comparison* c = <Comparison*>context
+    cdef size_t start = <size_t>item * COMPARE_PIECE_BYTES
+    cdef size_t count = min(<size_t>COMPARE_PIECE_BYTES, c.size - start)
+    if c.differ:
+        return  # another piece differs already
+    if memcmp(c.left + start, c.right + start, count):
+        c.differ = 1
+
+
+def same_bytes(cnp.ndarray a, cnp.ndarray b, int num_threads=1):
     """Whether two C-contiguous arrays hold the same bytes (the packed-weights cache
     checks that a call's weights are those it packed before: bitwise, so NaN
-    payloads and signed zeros count)."""
-    cdef const void* left = cnp.PyArray_DATA(a)
-    cdef const void* right = cnp.PyArray_DATA(b)
-    cdef size_t size = a.nbytes
-    cdef int differ
+    payloads and signed zeros count); large arrays are compared by up to
+    ``num_threads`` threads."""
+    cdef Comparison c
+    cdef Py_ssize_t pieces
     if a.nbytes != b.nbytes or not (a.flags.c_contiguous and b.flags.c_contiguous):
         raise ValueError("same_bytes takes two C-contiguous arrays of one size")
+    c.left = <const char*>cnp.PyArray_DATA(a)
+    c.right = <const char*>cnp.PyArray_DATA(b)
+    c.size = a.nbytes
+    c.differ = 0
+    pieces = (c.size + COMPARE_PIECE_BYTES - 1) // COMPARE_PIECE_BYTES
     with nogil:
-        differ = memcmp(left, right, size)
-    return differ == 0
+        if pieces > 1 and num_threads > 1:
+            convt_run(compare_piece, &c, pieces, num_threads)
+        elif c.size:
+            c.differ = memcmp(c.left, c.right, c.size) != 0
+    return c.differ == 0

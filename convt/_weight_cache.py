@@ -51,8 +51,9 @@ def cacheable(arrays):
     return arrays.w.flags.c_contiguous and budget_bytes() > 0
 
 
-def lookup(run, arrays, finite):
-    """The packed weights of an earlier call of ``run`` with bitwise-equal weights, or None."""
+def lookup(run, arrays, finite, threads=1):
+    """The packed weights of an earlier call of ``run`` with bitwise-equal weights, or None
+    (large weights are compared by up to ``threads`` threads)."""
     from ._compiled import load
 
     key = _key(run, arrays, finite)
@@ -61,7 +62,7 @@ def lookup(run, arrays, finite):
     w = arrays.w
     for entry in entries:
         held_run, copy, packed = entry
-        if held_run is run and load().same_bytes(copy, w):
+        if held_run is run and load().same_bytes(copy, w, threads):
             with _lock:  # most recent first, in its plan and among plans
                 held = _plans.get(key, [])
                 for index, kept in enumerate(held):

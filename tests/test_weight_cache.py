@@ -114,3 +114,19 @@ def test_the_weights_used_last_are_evicted_last():
     assert any(np.array_equal(copy, weights[0]) for copy in copies)
     assert not any(np.array_equal(copy, weights[1]) for copy in copies)
     _check(layer, x, weights[0])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_large_weights_are_compared_whole_by_every_thread(threads):
+    from convt._compiled import load
+
+    same_bytes = load().same_bytes
+    size = 3 * (1 << 20) + 5  # several 1 MiB pieces and a short last one
+    left = np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8)
+    assert same_bytes(left, left.copy(), threads)
+    for position in (0, (1 << 20) - 1, 1 << 20, 2 * (1 << 20) + 17, size - 1):
+        right = left.copy()
+        right[position] ^= 1
+        assert not same_bytes(left, right, threads), position
+    empty = np.zeros(0, np.uint8)
+    assert same_bytes(empty, empty.copy(), threads)
