@@ -149,6 +149,38 @@ def tune_avx512_min_depth(args):
     print(f"   would choose AVX512_MIN_DEPTH = {choice} (now {_dispatch.AVX512_MIN_DEPTH})")
 
 
+def tune_wide(args):
+    """avx512_wide (8 x 32) against avx512 (12 x 16) by layer size and row length."""
+    if not {"avx512", "avx512_wide"} <= set(_dispatch.available_kernel_sets()):
+        print("\n== WIDE_MIN_WORK / WIDE_MIN_POSITIONS: needs AVX-512 here; skipped")
+        return
+    layers = [Layer((1, 64, 8, 8), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((1, 64, 32, 32), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((1, 128, 64, 64), (128, 64, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((1, 320, 8, 12, 12), (320, 256, 1, 2, 2), strides=(1, 2, 2)),
+              Layer((1, 128, 128, 128), (128, 64, 2, 2), strides=(2, 2)),
+              Layer((8, 64, 56, 56), (64, 64, 3, 3), pads=(1, 1, 1, 1)),
+              Layer((8, 256, 32, 32), (256, 128, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+              Layer((1, 512, 1024), (512, 256, 16), strides=(8,), pads=(4, 4))]
+    rows = []
+    for layer in layers:
+        narrow = layer.time(args.threads, args.repeat, kernel_set="avx512")
+        wide = layer.time(args.threads, args.repeat, kernel_set="avx512_wide")
+        group = layer.layer.group
+        problem = _dispatch.Problem(layer.layer._geometry_for(layer.x.shape, layer.w.shape),
+                                    layer.x.shape[0], layer.x.shape[1], layer.w.shape[1] * group,
+                                    group, layer.x.dtype)
+        chosen = _dispatch.decide(problem).kernel_set
+        rows.append((layer.label, f"{problem.multiply_adds() / 1e6:.0f}", f"{narrow * 1e3:.3f}",
+                     f"{wide * 1e3:.3f}", f"{narrow / wide:.2f}", chosen))
+    report("WIDE_MIN_WORK / WIDE_MIN_POSITIONS: avx512 vs avx512_wide", rows,
+           ["layer", "M multiply-adds", "avx512 ms", "avx512_wide ms", "wide speed-up",
+            "chosen now"])
+    print(f"   now: wide from {_dispatch.WIDE_MIN_WORK} multiply-adds on rows of "
+          f"{_dispatch.WIDE_MIN_POSITIONS} or more; choose the smallest work above which "
+          f"wide wins on every layer with rows that long")
+
+
 def _sweep(args, title, name, values, layers, scale=1):
     """Time `layers` with _dispatch.<name> at each value; choose the best geometric mean."""
     table, scores = [], {}
@@ -283,6 +315,7 @@ TUNERS = {
     "direct": tune_direct_max_work,
     "channels": tune_channel_rows,
     "avx512": tune_avx512_min_depth,
+    "wide": tune_wide,
     "operand": tune_operand_bytes,
     "product": tune_product_bytes,
     "depth": tune_max_depth,

@@ -36,6 +36,16 @@ DIRECT_MAX_WORK = 16
 # give: on 2 Zen 4 cores AVX2 was 5-6% faster at depths 4-32 (depthwise, 3-D
 # with 4 channels), AVX-512 0-15% faster from 64 up.
 AVX512_MIN_DEPTH = 64
+# avx512_wide (8 rows x 32 floats) issues 10 loads per 16 FMAs, avx512 (12 x
+# 16) 13 per 12: where 512-bit FMAs are native and loads the limit, large
+# layers ran 1.03-1.12x faster wide (batch 3x3, audio k16s8, VAE decoder,
+# float16 k4s2; 2 Intel SPR-class cores, 1 and 2 threads) and small ones up to
+# 1.35x slower (64 channels on a 32x32 map, 12-wide rows of a 3-D decoder:
+# wide panels compute unused positions, fewer items share the threads).  The
+# wide set serves calls of at least WIDE_MIN_WORK multiply-adds whose grid
+# rows (the shorter of x's and y's last axes) hold WIDE_MIN_POSITIONS or more.
+WIDE_MIN_WORK = 1 << 27
+WIDE_MIN_POSITIONS = 32
 
 # --- GEMM blocking -----------------------------------------------------------
 # Per-thread buffers: the tile's input, read by every row block, sized to stay
@@ -347,6 +357,12 @@ def _choose_kernel_set(problem, engine, forced, environ):
         depth = problem.cg * max_stack_taps(problem.geometry, problem.transpose)
         if depth < AVX512_MIN_DEPTH:
             return "avx2", f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH}"
+    if best == "avx512" and "avx512_wide" in available_kernel_sets():
+        work = problem.multiply_adds()
+        positions = min(problem.geometry.input_shape[-1], problem.geometry.output_shape[-1])
+        if work >= WIDE_MIN_WORK and positions >= WIDE_MIN_POSITIONS:
+            return "avx512_wide", (f"{work} multiply-adds >= WIDE_MIN_WORK={WIDE_MIN_WORK} and "
+                                   f"rows of {positions} >= WIDE_MIN_POSITIONS={WIDE_MIN_POSITIONS}")
     if best == "blas":
         return best, "no SIMD kernel family for this CPU: scipy's BLAS multiplies"
     return best, "the best family this CPU runs"
@@ -440,7 +456,7 @@ def chunk_depth():
 def tuning():
     """The tuning constants now (tests and benchmarks/tune.py change them): part of
     every cache key that a decision feeds."""
-    return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
+    return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_POSITIONS, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,

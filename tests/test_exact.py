@@ -13,14 +13,15 @@ PAIR_SETS = [family.name for family in _dispatch.families()
 pytestmark = pytest.mark.skipif(not PAIR_SETS, reason="no kernel set with pair kernels runs here")
 each_pair_set = pytest.mark.parametrize("kernel_set", PAIR_SETS)
 
-# x shape, w shape, attributes; each plans at least one exact stack
+# x shape, w shape, attributes; each plans at least one exact stack (rows of the
+# two phases in whole half panels: 16 floats with avx512_wide's 32-float panels)
 CASES = {
     "k4s2_mg6": ((1, 3, 5, 16), (3, 6, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
-    "half_panel_mg7": ((2, 4, 7, 24), (4, 7, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
-    "asymmetric_pads": ((1, 5, 3, 8), (5, 16, 4, 4), dict(strides=(2, 2), pads=(0, 2, 1, 0))),
+    "half_panel_mg7": ((2, 4, 7, 48), (4, 7, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    "asymmetric_pads": ((1, 5, 3, 16), (5, 16, 4, 4), dict(strides=(2, 2), pads=(0, 2, 1, 0))),
     "k2s2_padded": ((1, 3, 4, 17), (3, 9, 2, 2), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
     "lead_stride3": ((1, 3, 5, 16), (3, 6, 6, 4), dict(strides=(3, 2), pads=(2, 1, 1, 1))),
-    "dilated_lead": ((1, 3, 5, 8), (3, 6, 3, 4), dict(strides=(2, 2), dilations=(2, 1),
+    "dilated_lead": ((1, 3, 5, 16), (3, 6, 3, 4), dict(strides=(2, 2), dilations=(2, 1),
                                                      pads=(1, 1, 1, 1))),
     "grouped": ((1, 8, 6, 16), (8, 6, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=2)),
     "3d": ((1, 4, 3, 3, 16), (4, 6, 4, 4, 4), dict(strides=(2, 2, 2), pads=(1,) * 6)),
@@ -63,7 +64,7 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, kernel
     # whole grid rows still fit a tile, but tiles hold few rows, input channels
     # come in chunks of one or two, and row blocks split into groups
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)
-    monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 160)
+    monkeypatch.setattr(_dispatch, "OPERAND_BYTES", 4 * 240)
     monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", 4 * 12 * 48)
     x, w, b, params = _operands(name, dtype, with_bias=True)
     assert _exact_stacks(x, w, params, kernel_set) > 0, "the case no longer plans an exact stack"

@@ -7,6 +7,10 @@ static const convt_family families[] = {
     {"portable", 0, &convt_portable_f32, &convt_portable_f64},
 #ifdef CONVT_X86_64
     {"avx2", CONVT_CPU_AVX2 | CONVT_CPU_FMA | CONVT_CPU_F16C, &convt_avx2_f32, &convt_avx2_f64},
+    /* chosen over avx512 for large layers only (convt._dispatch.WIDE_MIN_WORK) */
+    {"avx512_wide", CONVT_CPU_AVX2 | CONVT_CPU_FMA | CONVT_CPU_F16C | CONVT_CPU_AVX512F
+                        | CONVT_CPU_AVX512VL,
+     &convt_avx512_wide_f32, &convt_avx512_wide_f64},
     {"avx512", CONVT_CPU_AVX2 | CONVT_CPU_FMA | CONVT_CPU_F16C | CONVT_CPU_AVX512F
                    | CONVT_CPU_AVX512VL,
      &convt_avx512_f32, &convt_avx512_f64},

@@ -36,6 +36,8 @@ extern const convt_kernels_f32 convt_avx2_f32;
 extern const convt_kernels_f64 convt_avx2_f64;
 extern const convt_kernels_f32 convt_avx512_f32;
 extern const convt_kernels_f64 convt_avx512_f64;
+extern const convt_kernels_f32 convt_avx512_wide_f32;
+extern const convt_kernels_f64 convt_avx512_wide_f64;
 #endif
 #ifdef CONVT_AARCH64
 extern const convt_kernels_f32 convt_neon_f32;

@@ -11,7 +11,8 @@
  * units, B loads from L2 were the bottleneck: 1.05-1.19x on k2s2 and k16s8
  * layers, 1.03-1.18x on k4s2).
  * Half-width twins on 256-bit vectors serve a tile's last panel of <= 8
- * positions.  Pair kernels compute two stride phases of a last axis at once
+ * positions.  x86_avx512_wide.c holds the 8 rows x 2 vectors twin of this
+ * set, which convt._dispatch chooses for large layers.  Pair kernels compute two stride phases of a last axis at once
  * and may store straight into y, interleaved (exact stacks, see _plan.py).
  * Masked stores write the even outputs of a stride-2 row in whole vectors.
  * Direct-engine rows are 512-bit with masked tails; interleaves and
@@ -24,7 +25,8 @@
 #ifdef CONVT_X86_64
 #include "x86_intrinsics.h"
 
-#define AVX512 CONVT_TARGET("avx512f,avx512vl,avx2,fma,f16c")
+#include "x86_avx512.h"
+
 #define MR 12
 
 /* total[i] = c's row (accumulate) or the first block sum, plus each next
@@ -149,80 +151,6 @@ PAIRS(YF, pair_yf_r)
 PAIRS(ZD, pair_zd_r)
 PAIRS(YD, pair_yd_r)
 
-/* Widening loads and rounding stores of each storage type, per width. */
-#define LOAD_F16_Z(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define STORE_F16_Z(p, v) _mm256_storeu_si256((__m256i *)(p), \
-    _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-#define LOAD_F16_Y(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define STORE_F16_Y(p, v) _mm_storeu_si128((__m128i *)(p), \
-    _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-#define LOAD_BF16_Z(p) _mm512_castsi512_ps(_mm512_slli_epi32( \
-    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
-#define STORE_BF16_Z(p, v) _mm256_storeu_si256((__m256i *)(p), float_to_bf16_z(v))
-#define LOAD_BF16_Y(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
-    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
-#define STORE_BF16_Y(p, v) _mm_storeu_si128((__m128i *)(p), float_to_bf16_y(v))
-
-/* Round to nearest even on the bits; NaN becomes a quiet NaN (as
- * convt_float_to_bf16).  AVX512_BF16's instruction would flush subnormals. */
-AVX512 static __m256i float_to_bf16_z(__m512 value)
-{
-    __m512i bits = _mm512_castps_si512(value);
-    __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lowest_kept,
-                                                              _mm512_set1_epi32(0x7fff)));
-    __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
-    rounded = _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
-}
-
-AVX512 static __m128i float_to_bf16_y(__m256 value)
-{
-    __m256i bits = _mm256_castps_si256(value);
-    __m256i lowest_kept = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(lowest_kept,
-                                                              _mm256_set1_epi32(0x7fff)));
-    __mmask8 nan = _mm256_cmp_ps_mask(value, value, _CMP_UNORD_Q);
-    rounded = _mm256_mask_or_epi32(rounded, nan, bits, _mm256_set1_epi32(0x00400000));
-    return _mm256_cvtepi32_epi16(_mm256_srli_epi32(rounded, 16));
-}
-
-/* Lane orders interleaving two vectors: a0 b0 a1 b1 ... (low half), then the high half. */
-#define LOW_ZF _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
-#define HIGH_ZF _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
-#define LOW_YF _mm256_set_epi32(11, 3, 10, 2, 9, 1, 8, 0)
-#define HIGH_YF _mm256_set_epi32(15, 7, 14, 6, 13, 5, 12, 4)
-#define LOW_ZD _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0)
-#define HIGH_ZD _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4)
-#define LOW_YD _mm256_set_epi64x(5, 1, 4, 0)
-#define HIGH_YD _mm256_set_epi64x(7, 3, 6, 2)
-
-/* DEFINE_PAIR_STORE arguments per (storage, width) after NAME and ROWS. */
-#define ST_F32_Z float, float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
-    _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
-    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
-#define ST_F32_Y float, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
-    _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
-    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
-#define ST_F16_Z float, uint16_t, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
-    LOAD_F16_Z, STORE_F16_Z, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
-    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
-#define ST_F16_Y float, uint16_t, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
-    LOAD_F16_Y, STORE_F16_Y, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
-    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
-#define ST_BF16_Z float, uint16_t, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
-    LOAD_BF16_Z, STORE_BF16_Z, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
-    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
-#define ST_BF16_Y float, uint16_t, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
-    LOAD_BF16_Y, STORE_BF16_Y, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
-    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
-#define ST_F64_Z double, double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, \
-    _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, \
-    _mm512_permutex2var_pd, LOW_ZD, HIGH_ZD
-#define ST_F64_Y double, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, \
-    _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, \
-    _mm256_permutex2var_pd, LOW_YD, HIGH_YD
-
 #define STORES(FLAVOUR, P)                                                                \
     CALL(DEFINE_PAIR_STORE, (P##2, 2, FLAVOUR)) CALL(DEFINE_PAIR_STORE, (P##4, 4, FLAVOUR)) \
     CALL(DEFINE_PAIR_STORE, (P##6, 6, FLAVOUR)) CALL(DEFINE_PAIR_STORE, (P##8, 8, FLAVOUR)) \
@@ -241,7 +169,7 @@ STORES(ST_F64_Y, store_f64_y_r)
  * and written with a masked store, so the odd outputs, which another work item
  * may be writing, are never touched. */
 #define DEFINE_STORE_EVEN(NAME, T, V, N, MASK, SET1, CAST, LOAD, EXPAND_LANES, ADD, STORE) \
-    AVX512 static void NAME(T *y, const T *src, ptrdiff_t count, T bias)                  \
+    AVX512 void NAME(T *y, const T *src, ptrdiff_t count, T bias)                         \
     {                                                                                     \
         V b = SET1(bias);                                                                 \
         ptrdiff_t i = 0;                                                                  \
@@ -249,10 +177,10 @@ STORES(ST_F64_Y, store_f64_y_r)
             STORE(y + 2 * i, (MASK), ADD(EXPAND_LANES((MASK), CAST(LOAD(src + i))), b));  \
         for (; i < count; ++i) y[2 * i] = src[i] + bias;                                  \
     }
-DEFINE_STORE_EVEN(store_even_f32, float, __m512, 8, 0x5555, _mm512_set1_ps,
+DEFINE_STORE_EVEN(convt_avx512_store_even_f32, float, __m512, 8, 0x5555, _mm512_set1_ps,
                   _mm512_castps256_ps512, _mm256_loadu_ps, _mm512_maskz_expand_ps,
                   _mm512_add_ps, _mm512_mask_storeu_ps)
-DEFINE_STORE_EVEN(store_even_f64, double, __m512d, 4, 0x55, _mm512_set1_pd,
+DEFINE_STORE_EVEN(convt_avx512_store_even_f64, double, __m512d, 4, 0x55, _mm512_set1_pd,
                   _mm512_castpd256_pd512, _mm256_loadu_pd, _mm512_maskz_expand_pd,
                   _mm512_add_pd, _mm512_mask_storeu_pd)
 
@@ -266,17 +194,17 @@ DEFINE_STORE_EVEN(store_even_f64, double, __m512d, 4, 0x55, _mm512_set1_pd,
 #define MASKED_STORE_PD(p, mask, v) _mm512_mask_storeu_pd(p, (__mmask8)(mask), v)
 #define SPLAT_PS(p) _mm512_set1_ps(*(p))
 #define SPLAT_PD(p) _mm512_set1_pd(*(p))
-CONVT_X86_ROW(AVX512 static, row_f32, float, __m512, 16, unsigned, LANES_BELOW,
+CONVT_X86_ROW(AVX512, convt_avx512_row_f32, float, __m512, 16, unsigned, LANES_BELOW,
               _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, MASKED_LOAD_PS,
               MASKED_STORE_PS, SPLAT_PS, _mm512_fmadd_ps, fmaf)
-CONVT_X86_ROW(AVX512 static, row_f64, double, __m512d, 8, unsigned, LANES_BELOW,
+CONVT_X86_ROW(AVX512, convt_avx512_row_f64, double, __m512d, 8, unsigned, LANES_BELOW,
               _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, MASKED_LOAD_PD,
               MASKED_STORE_PD, SPLAT_PD, _mm512_fmadd_pd, fma)
 
 CONVT_X86_CHANNEL_TAILS(AVX512)
-CONVT_X86_CHANNELS(AVX512 static, channels_f32, float, __m512, 16, _mm512_loadu_ps,
+CONVT_X86_CHANNELS(AVX512, convt_avx512_channels_f32, float, __m512, 16, _mm512_loadu_ps,
                    _mm512_storeu_ps, _mm512_fmadd_ps, convt_channel_tail_f32)
-CONVT_X86_CHANNELS(AVX512 static, channels_f64, double, __m512d, 8, _mm512_loadu_pd,
+CONVT_X86_CHANNELS(AVX512, convt_avx512_channels_f64, double, __m512d, 8, _mm512_loadu_pd,
                    _mm512_storeu_pd, _mm512_fmadd_pd, convt_channel_tail_f64)
 
 /* pack_pair (kernel_set.h): two full vectors per step, to an aligned panel. */
@@ -305,7 +233,8 @@ const convt_kernels_f32 convt_avx512_f32 = {
      {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      NO_STORES},
-    row_f32, channels_f32, convt_avx2_interleave_f32, store_even_f32, convt_avx2_add_bias_f32,
+    convt_avx512_row_f32, convt_avx512_channels_f32, convt_avx2_interleave_f32,
+    convt_avx512_store_even_f32, convt_avx2_add_bias_f32,
     CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
@@ -314,7 +243,8 @@ const convt_kernels_f64 convt_avx512_f64 = {
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {NO_STORES, NO_STORES, NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
-    row_f64, channels_f64, convt_avx2_interleave_f64, store_even_f64, convt_avx2_add_bias_f64,
+    convt_avx512_row_f64, convt_avx512_channels_f64, convt_avx2_interleave_f64,
+    convt_avx512_store_even_f64, convt_avx2_add_bias_f64,
     CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64};
 
 #endif /* x86-64 */

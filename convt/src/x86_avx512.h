@@ -1,0 +1,100 @@
+/* What the two AVX-512 files share (x86_avx512.c, x86_avx512_wide.c): the
+ * target attribute, widening loads and rounding stores of the narrow storage
+ * types, the lane orders that interleave two stride phases, and the argument
+ * lists of the pair-store kernels per storage type and vector width. */
+#ifndef CONVT_X86_AVX512_H
+#define CONVT_X86_AVX512_H
+
+#define AVX512 CONVT_TARGET("avx512f,avx512vl,avx2,fma,f16c")
+
+/* Widening loads and rounding stores of each storage type, per width. */
+#define LOAD_F16_Z(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define STORE_F16_Z(p, v) _mm256_storeu_si256((__m256i *)(p), \
+    _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define LOAD_F16_Y(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define STORE_F16_Y(p, v) _mm_storeu_si128((__m128i *)(p), \
+    _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define LOAD_BF16_Z(p) _mm512_castsi512_ps(_mm512_slli_epi32( \
+    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define STORE_BF16_Z(p, v) _mm256_storeu_si256((__m256i *)(p), float_to_bf16_z(v))
+#define LOAD_BF16_Y(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
+    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define STORE_BF16_Y(p, v) _mm_storeu_si128((__m128i *)(p), float_to_bf16_y(v))
+
+/* Round to nearest even on the bits; NaN becomes a quiet NaN (as
+ * convt_float_to_bf16).  AVX512_BF16's instruction would flush subnormals. */
+AVX512 static inline __m256i float_to_bf16_z(__m512 value)
+{
+    __m512i bits = _mm512_castps_si512(value);
+    __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lowest_kept,
+                                                              _mm512_set1_epi32(0x7fff)));
+    __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+    rounded = _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+}
+
+AVX512 static inline __m128i float_to_bf16_y(__m256 value)
+{
+    __m256i bits = _mm256_castps_si256(value);
+    __m256i lowest_kept = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(lowest_kept,
+                                                              _mm256_set1_epi32(0x7fff)));
+    __mmask8 nan = _mm256_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+    rounded = _mm256_mask_or_epi32(rounded, nan, bits, _mm256_set1_epi32(0x00400000));
+    return _mm256_cvtepi32_epi16(_mm256_srli_epi32(rounded, 16));
+}
+
+/* Lane orders interleaving two vectors: a0 b0 a1 b1 ... (low half), then the high half. */
+#define LOW_ZF _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+#define HIGH_ZF _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
+#define LOW_YF _mm256_set_epi32(11, 3, 10, 2, 9, 1, 8, 0)
+#define HIGH_YF _mm256_set_epi32(15, 7, 14, 6, 13, 5, 12, 4)
+#define LOW_ZD _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0)
+#define HIGH_ZD _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4)
+#define LOW_YD _mm256_set_epi64x(5, 1, 4, 0)
+#define HIGH_YD _mm256_set_epi64x(7, 3, 6, 2)
+
+/* DEFINE_PAIR_STORE arguments per (storage, width) after NAME and ROWS. */
+#define ST_F32_Z float, float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
+    _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
+    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
+#define ST_F32_Y float, float, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
+    _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
+    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
+#define ST_F16_Z float, uint16_t, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
+    LOAD_F16_Z, STORE_F16_Z, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
+    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
+#define ST_F16_Y float, uint16_t, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
+    LOAD_F16_Y, STORE_F16_Y, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
+    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
+#define ST_BF16_Z float, uint16_t, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, \
+    LOAD_BF16_Z, STORE_BF16_Z, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, \
+    _mm512_permutex2var_ps, LOW_ZF, HIGH_ZF
+#define ST_BF16_Y float, uint16_t, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps, \
+    LOAD_BF16_Y, STORE_BF16_Y, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, \
+    _mm256_permutex2var_ps, LOW_YF, HIGH_YF
+#define ST_F64_Z double, double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, \
+    _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, \
+    _mm512_permutex2var_pd, LOW_ZD, HIGH_ZD
+#define ST_F64_Y double, double, __m256d, 4, _mm256_setzero_pd, _mm256_loadu_pd, \
+    _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, \
+    _mm256_permutex2var_pd, LOW_YD, HIGH_YD
+
+/* Shared by both sets (x86_avx512.c). */
+void convt_avx512_row_f32(ptrdiff_t sources, const float *const *x, const float *w,
+                          ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,
+                          ptrdiff_t count, float *out, int accumulate);
+void convt_avx512_row_f64(ptrdiff_t sources, const double *const *x, const double *w,
+                          ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,
+                          ptrdiff_t count, double *out, int accumulate);
+void convt_avx512_channels_f32(ptrdiff_t count, ptrdiff_t channels, const float *x,
+                               ptrdiff_t x_step, const float *w, float *out,
+                               ptrdiff_t out_step);
+void convt_avx512_channels_f64(ptrdiff_t count, ptrdiff_t channels, const double *x,
+                               ptrdiff_t x_step, const double *w, double *out,
+                               ptrdiff_t out_step);
+void convt_avx512_store_even_f32(float *y, const float *src, ptrdiff_t count, float bias);
+void convt_avx512_store_even_f64(double *y, const double *src, ptrdiff_t count, double bias);
+
+#endif /* CONVT_X86_AVX512_H */

@@ -1,0 +1,223 @@
+/* The AVX-512 wide kernel set "avx512_wide" (AVX-512F and VL, with FMA and F16C).
+ *
+ * GEMM: ROWS (<= 8) rows x 2 vectors (32 floats or 16 doubles): 16 block sums
+ * in registers and 10 loads (8 broadcasts, two B vectors) per 16 FMAs, where
+ * the narrow set (x86_avx512.c) issues 13 loads per 12 FMAs.  On Intel cores
+ * with two 512-bit FMA units loads are the limit: on aligned rows in L1 the
+ * narrow kernel peaked at 83% of the FMA rate, this one at 94%; large layers
+ * ran 1.03-1.2x faster, small ones (32x32 maps, 12-wide rows) up to 1.35x
+ * slower, so convt._dispatch chooses it per call (WIDE_MIN_WORK).  Half
+ * panels (<= 16 floats, 8 doubles) run the same kernels on one vector.  The
+ * row, channel, store and conversion kernels are the narrow set's.
+ */
+#include <math.h>
+
+#include "sets.h"
+
+#ifdef CONVT_X86_64
+#include "x86_intrinsics.h"
+#include "x86_avx512.h"
+
+#define MR 8
+
+/* total[i][j] = c's row (accumulate) or the first block sum, plus each next
+ * block sum (see kernel_set.h), over VECS vectors of W elements; odd rows read
+ * B `sibling` positions further.  KEEP runs once per step, after the step's B
+ * vectors (even[], odd[]) are read. */
+#define BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP) \
+    {                                                                                     \
+        V acc[ROWS][VECS];                                                                \
+        ptrdiff_t k = 0, end;                                                             \
+        int first = 1;                                                                    \
+        START                                                                             \
+        while (k < depth) {                                                               \
+            end = k + block < depth ? k + block : depth;                                  \
+            for (i = 0; i < (ROWS); ++i)                                                  \
+                for (j = 0; j < (VECS); ++j) acc[i][j] = SETZERO();                       \
+            for (; k < end; ++k, a += (ROWS)) {                                           \
+                V even[VECS], odd[VECS];                                                  \
+                for (j = 0; j < (VECS); ++j) {                                            \
+                    even[j] = LOAD(b + offsets[k] + j * (W));                             \
+                    odd[j] = LOAD(b + offsets[k] + (SIBLING) + j * (W));                  \
+                }                                                                         \
+                KEEP                                                                      \
+                for (i = 0; i < (ROWS); ++i) {                                            \
+                    V weight = SET1(a[i]);                                                \
+                    for (j = 0; j < (VECS); ++j)                                          \
+                        acc[i][j] = FMA(weight, (i & 1) ? odd[j] : even[j], acc[i][j]);   \
+                }                                                                         \
+            }                                                                             \
+            for (i = 0; i < (ROWS); ++i)                                                  \
+                for (j = 0; j < (VECS); ++j)                                              \
+                    total[i][j] = first ? acc[i][j] : ADD(total[i][j], acc[i][j]);        \
+            first = 0;                                                                    \
+        }                                                                                 \
+    }
+
+/* Start from c's rows when accumulating. */
+#define START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, SIBLING)                               \
+    for (i = 0; i < (ROWS); ++i)                                                          \
+        for (j = 0; j < (VECS); ++j)                                                      \
+            total[i][j] = accumulate                                                      \
+                ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0) + j * (W)) : SETZERO();    \
+    first = !accumulate;
+
+/* PACK: also copy each step's B vectors to pack_to + k VECS W, 64-byte
+ * aligned, for the panel's other row blocks (gemm_pack). */
+#define DEFINE_GEMM(NAME, ROWS, PACK, VECS, T, V, W, SETZERO, LOAD, STORE, SET1, FMA, ADD) \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,                \
+                            int accumulate, T *pack_to)                                   \
+    {                                                                                     \
+        V total[ROWS][VECS];                                                              \
+        int i, j;                                                                         \
+        (void)pack_to;                                                                    \
+        BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                \
+                       START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, 0),                     \
+                       if (PACK) for (j = 0; j < (VECS); ++j)                             \
+                           STORE(pack_to + (k * (VECS) + j) * (W), even[j]);)             \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            for (j = 0; j < (VECS); ++j) STORE(c + i * ldc + j * (W), total[i][j]);       \
+    }
+
+#define DEFINE_PAIR(NAME, ROWS, VECS, T, V, W, SETZERO, LOAD, STORE, SET1, FMA, ADD)      \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, ptrdiff_t sibling, T *c,            \
+                            ptrdiff_t ldc, int accumulate)                                \
+    {                                                                                     \
+        V total[ROWS][VECS];                                                              \
+        int i, j;                                                                         \
+        BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
+                       START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, sibling), )             \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            for (j = 0; j < (VECS); ++j)                                                  \
+                STORE(c + i * ldc + ((i & 1) ? sibling : 0) + j * (W), total[i][j]);      \
+    }
+
+/* Storing pairs: the sums v of rows 2r and 2r + 1 are the even and odd outputs
+ * of one channel; vector j of each, interleaved in registers, makes outputs
+ * 2 j W .. 2 (j + 1) W; then y = v + bias or y = y + v, rounded once to the
+ * storage type (YLOAD widens, YSTORE rounds). */
+#define DEFINE_PAIR_STORE(NAME, ROWS, VECS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE,     \
+                          SET1, FMA, ADD, PERMUTE, LOW, HIGH)                             \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, ptrdiff_t sibling, void *y,         \
+                            ptrdiff_t ldy, int accumulate, const T *bias)                 \
+    {                                                                                     \
+        V total[ROWS][VECS];                                                              \
+        int i, j;                                                                         \
+        BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
+                       for (i = 0; i < (ROWS); ++i)                                       \
+                           for (j = 0; j < (VECS); ++j) total[i][j] = SETZERO();, )       \
+        for (i = 0; i < (ROWS); i += 2) {                                                 \
+            YT *row = (YT *)y + (i / 2) * ldy;                                            \
+            for (j = 0; j < (VECS); ++j) {                                                \
+                YT *out = row + 2 * j * (W);                                              \
+                V low = PERMUTE(total[i][j], LOW, total[i + 1][j]);                       \
+                V high = PERMUTE(total[i][j], HIGH, total[i + 1][j]);                     \
+                if (accumulate) {                                                         \
+                    low = ADD(YLOAD(out), low);                                           \
+                    high = ADD(YLOAD(out + (W)), high);                                   \
+                } else if (bias) {                                                        \
+                    low = ADD(low, SET1(bias[i / 2]));                                    \
+                    high = ADD(high, SET1(bias[i / 2]));                                  \
+                }                                                                         \
+                YSTORE(out, low);                                                         \
+                YSTORE(out + (W), high);                                                  \
+            }                                                                             \
+        }                                                                                 \
+    }
+
+/* Vector flavours (type, vector, lanes, then the operations). */
+#define ZF float, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, \
+    _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps
+#define ZD double, __m512d, 8, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, \
+    _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd
+/* CALL(M, (a, b)) is M(a, b) once the arguments are expanded (portable to MSVC). */
+#define CALL(MACRO, ARGUMENTS) MACRO ARGUMENTS
+
+/* gemm, gemm_pack (2 vectors) and half (1 vector) kernels for 1..MR rows. */
+#define GEMMS(FLAVOUR, P, PACK, VECS)                                                     \
+    CALL(DEFINE_GEMM, (P##1, 1, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##2, 2, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##3, 3, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##4, 4, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##5, 5, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##6, 6, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##7, 7, PACK, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_GEMM, (P##8, 8, PACK, VECS, FLAVOUR))
+#define GEMM_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8}
+GEMMS(ZF, gemm_f32_r, 0, 2)
+GEMMS(ZF, gemm_pack_f32_r, 1, 2)
+GEMMS(ZF, half_f32_r, 0, 1)
+GEMMS(ZD, gemm_f64_r, 0, 2)
+GEMMS(ZD, gemm_pack_f64_r, 1, 2)
+GEMMS(ZD, half_f64_r, 0, 1)
+
+#define PAIRS(FLAVOUR, P, VECS)                                                           \
+    CALL(DEFINE_PAIR, (P##2, 2, VECS, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, VECS, FLAVOUR)) \
+    CALL(DEFINE_PAIR, (P##6, 6, VECS, FLAVOUR)) CALL(DEFINE_PAIR, (P##8, 8, VECS, FLAVOUR))
+#define PAIR_TABLE(P) {P##2, P##4, P##6, P##8}
+PAIRS(ZF, pair_f32_r, 2)
+PAIRS(ZF, pair_half_f32_r, 1)
+PAIRS(ZD, pair_f64_r, 2)
+PAIRS(ZD, pair_half_f64_r, 1)
+
+#define STORES(FLAVOUR, P, VECS)                                                          \
+    CALL(DEFINE_PAIR_STORE, (P##2, 2, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_PAIR_STORE, (P##4, 4, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_PAIR_STORE, (P##6, 6, VECS, FLAVOUR))                                     \
+    CALL(DEFINE_PAIR_STORE, (P##8, 8, VECS, FLAVOUR))
+STORES(ST_F32_Z, store_f32_r, 2)
+STORES(ST_F32_Z, store_half_f32_r, 1)
+STORES(ST_F16_Z, store_f16_r, 2)
+STORES(ST_F16_Z, store_half_f16_r, 1)
+STORES(ST_BF16_Z, store_bf16_r, 2)
+STORES(ST_BF16_Z, store_half_bf16_r, 1)
+STORES(ST_F64_Z, store_f64_r, 2)
+STORES(ST_F64_Z, store_half_f64_r, 1)
+
+/* pack_pair (kernel_set.h): two vectors per operand and step, to an aligned panel. */
+#define DEFINE_PACK_PAIR(NAME, T, LOAD, STORE, W)                                         \
+    AVX512 static void NAME(ptrdiff_t depth, const T *b, const ptrdiff_t *offsets,        \
+                            ptrdiff_t sibling, T *to)                                     \
+    {                                                                                     \
+        ptrdiff_t k;                                                                      \
+        for (k = 0; k < depth; ++k) {                                                     \
+            const T *row = b + offsets[k];                                                \
+            STORE(to + 2 * k * (W), LOAD(row));                                           \
+            STORE(to + (2 * k + 1) * (W), LOAD(row + (W)));                               \
+            STORE(to + 2 * (depth + k) * (W), LOAD(row + sibling));                       \
+            STORE(to + (2 * (depth + k) + 1) * (W), LOAD(row + sibling + (W)));           \
+        }                                                                                 \
+    }
+DEFINE_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16)
+DEFINE_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8)
+
+#define NO_STORES {{0}, {0}}
+#define FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | \
+               CONVT_SET_FUSED | CONVT_SET_PACK_PAIRS)
+
+const convt_kernels_f32 convt_avx512_wide_f32 = {
+    "avx512_wide", MR, 32, FLAGS,
+    GEMM_TABLE(gemm_f32_r), GEMM_TABLE(gemm_pack_f32_r), GEMM_TABLE(half_f32_r),
+    {PAIR_TABLE(pair_f32_r), PAIR_TABLE(pair_half_f32_r)},
+    {{PAIR_TABLE(store_f16_r), PAIR_TABLE(store_half_f16_r)},
+     {PAIR_TABLE(store_bf16_r), PAIR_TABLE(store_half_bf16_r)},
+     {PAIR_TABLE(store_f32_r), PAIR_TABLE(store_half_f32_r)},
+     NO_STORES},
+    convt_avx512_row_f32, convt_avx512_channels_f32, convt_avx2_interleave_f32,
+    convt_avx512_store_even_f32, convt_avx2_add_bias_f32,
+    CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32};
+
+const convt_kernels_f64 convt_avx512_wide_f64 = {
+    "avx512_wide", MR, 16, FLAGS,
+    GEMM_TABLE(gemm_f64_r), GEMM_TABLE(gemm_pack_f64_r), GEMM_TABLE(half_f64_r),
+    {PAIR_TABLE(pair_f64_r), PAIR_TABLE(pair_half_f64_r)},
+    {NO_STORES, NO_STORES, NO_STORES,
+     {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
+    convt_avx512_row_f64, convt_avx512_channels_f64, convt_avx2_interleave_f64,
+    convt_avx512_store_even_f64, convt_avx2_add_bias_f64,
+    CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64};
+
+#endif /* x86-64 */
