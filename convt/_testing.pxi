@@ -36,6 +36,10 @@ cdef extern from "reference.h" nogil:
                                         double)
     void convt_reference_store_even_f32(float*, const float*, Py_ssize_t, float)
     void convt_reference_store_even_f64(double*, const double*, Py_ssize_t, double)
+    void convt_reference_pack_pair_f32(Py_ssize_t, Py_ssize_t, const float*, const Py_ssize_t*,
+                                       Py_ssize_t, float*)
+    void convt_reference_pack_pair_f64(Py_ssize_t, Py_ssize_t, const double*,
+                                       const Py_ssize_t*, Py_ssize_t, double*)
     void convt_reference_add_bias_f32(float*, const float*, Py_ssize_t, float)
     void convt_reference_add_bias_f64(double*, const double*, Py_ssize_t, double)
     void convt_reference_load_f32(int, float*, const void*, Py_ssize_t)
@@ -142,8 +146,15 @@ def _run_gemm_family(spec):
 cdef pack_pair_typed(spec, acc_t* to):
     cdef const acc_t* b = <const acc_t*>pointer(spec.b)
     cdef const Py_ssize_t* offsets = <const Py_ssize_t*>pointer(spec.offsets)
-    cdef Kernels kernels = kernels_named(spec.family)
+    cdef Kernels kernels
     cdef void* entry
+    if spec.family == "reference":
+        if acc_t is float:
+            convt_reference_pack_pair_f32(spec.width, spec.depth, b, offsets, spec.sibling, to)
+        else:
+            convt_reference_pack_pair_f64(spec.width, spec.depth, b, offsets, spec.sibling, to)
+        return
+    kernels = kernels_named(spec.family)
     if acc_t is float:
         entry = _found(<void*>kernels.f32.pack_pair, spec)
         (<convt_pack_pair_f32>entry)(spec.depth, b, offsets, spec.sibling, to)
@@ -153,7 +164,8 @@ cdef pack_pair_typed(spec, acc_t* to):
 
 
 def _run_pack_pair(spec):
-    """Tests only: one pack_pair call into spec.to (64-byte aligned)."""
+    """Tests only: one pack_pair call into spec.to (64-byte aligned); the reference
+    (spec.family "reference") copies spec.width elements per operand and step."""
     if spec.to.ctypes.data % 64:
         raise ValueError("pack_pair writes whole aligned vectors: spec.to must be 64-byte aligned")
     if spec.to.dtype == np.float32:

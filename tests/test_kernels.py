@@ -241,9 +241,12 @@ def test_pack_pair_copies_both_operands_of_every_step(family, acc):
             b = rng.standard_normal(depth * 40 + 2 * nr + sibling).astype(acc)
             offsets = rng.permutation(depth * 40)[:depth].astype(np.intp)  # any alignment
             to = _aligned(2 * depth * nr, acc)
-            _kernels._run_pack_pair(SimpleNamespace(family=family, depth=depth, b=b,
-                                                    offsets=offsets, sibling=sibling, to=to))
-            for k, offset in enumerate(offsets):
+            expected = _aligned(2 * depth * nr, acc)
+            for name, out in ((family, to), ("reference", expected)):
+                _kernels._run_pack_pair(SimpleNamespace(family=name, width=nr, depth=depth, b=b,
+                                                        offsets=offsets, sibling=sibling, to=out))
+            assert np.array_equal(to, expected)
+            for k, offset in enumerate(offsets):  # and what the reference means
                 assert np.array_equal(to[k * nr:(k + 1) * nr], b[offset:offset + nr])
                 assert np.array_equal(to[(depth + k) * nr:(depth + k + 1) * nr],
                                       b[offset + sibling:offset + sibling + nr])

@@ -106,6 +106,17 @@
         for (i = 0; i < count; ++i) y[2 * i] = src[i] + bias;                               \
     }                                                                                       \
                                                                                             \
+    void convt_reference_pack_pair_##S(ptrdiff_t width, ptrdiff_t depth, const T *b,       \
+                                       const ptrdiff_t *offsets, ptrdiff_t sibling, T *to) \
+    {                                                                                       \
+        ptrdiff_t k, j;                                                                     \
+        for (k = 0; k < depth; ++k)                                                         \
+            for (j = 0; j < width; ++j) {                                                   \
+                to[k * width + j] = b[offsets[k] + j];                                      \
+                to[(depth + k) * width + j] = b[offsets[k] + sibling + j];                  \
+            }                                                                               \
+    }                                                                                       \
+                                                                                            \
     void convt_reference_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias)       \
     {                                                                                       \
         ptrdiff_t i;                                                                        \

@@ -37,6 +37,9 @@ typedef struct convt_call_shape {
     void convt_reference_interleave_##S(T *y, const T *even, const T *odd,                \
                                         ptrdiff_t pairs, T bias);                         \
     void convt_reference_store_even_##S(T *y, const T *src, ptrdiff_t count, T bias);     \
+    void convt_reference_pack_pair_##S(ptrdiff_t width, ptrdiff_t depth, const T *b,     \
+                                       const ptrdiff_t *offsets, ptrdiff_t sibling,       \
+                                       T *to);                                            \
     void convt_reference_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias);     \
     void convt_reference_load_##S(int storage, T *dst, const void *src, ptrdiff_t count); \
     void convt_reference_store_##S(int storage, void *dst, const T *src, ptrdiff_t count, \
