@@ -176,9 +176,10 @@ def tune_wide(args):
     report("WIDE_MIN_WORK / WIDE_MIN_POSITIONS: avx512 vs avx512_wide", rows,
            ["layer", "M multiply-adds", "avx512 ms", "avx512_wide ms", "wide speed-up",
             "chosen now"])
-    print(f"   now: wide from {_dispatch.WIDE_MIN_WORK} multiply-adds on rows of "
-          f"{_dispatch.WIDE_MIN_POSITIONS} or more; choose the smallest work above which "
-          f"wide wins on every layer with rows that long")
+    print(f"   now: wide from {_dispatch.WIDE_MIN_WORK} multiply-adds "
+          f"({_dispatch.WIDE_MIN_WORK_PAIRED} for exact-stack layers: k4s2 and the like) on "
+          f"rows of {_dispatch.WIDE_MIN_POSITIONS} or more; choose the smallest work above "
+          f"which wide wins on every layer of each kind with rows that long")
 
 
 def _sweep(args, title, name, values, layers, scale=1):

@@ -37,15 +37,18 @@ DIRECT_MAX_WORK = 16
 # with 4 channels), AVX-512 0-15% faster from 64 up.
 AVX512_MIN_DEPTH = 64
 # avx512_wide (8 rows x 32 floats) issues 10 loads per 16 FMAs, avx512 (12 x
-# 16) 13 per 12: where 512-bit FMAs are native and loads the limit, large
-# layers ran 1.03-1.12x faster wide (batch 3x3, audio k16s8, VAE decoder,
-# float16 k4s2; 2 Intel SPR-class cores, 1 and 2 threads) and small ones up to
-# 1.35x slower (64 channels on a 32x32 map, 12-wide rows of a 3-D decoder:
-# wide panels compute unused positions, fewer items share the threads).  The
-# wide set serves calls of at least WIDE_MIN_WORK multiply-adds whose grid
-# rows (the shorter of x's and y's last axes) hold WIDE_MIN_POSITIONS or more.
-WIDE_MIN_WORK = 1 << 27
+# 16) 13 per 12.  Where 512-bit FMAs are native and loads the limit (2 Intel
+# SPR-class cores, 1 and 2 threads, interleaved) the wide set ran plain GEMM
+# layers of 50 M multiply-adds and more 1.06-1.17x faster (3x3 and 1x1 Conv
+# on 56x56, k3s3 and k9s3 heads, k3s2 and k2s2 decoders, batch 3x3, audio
+# k16s8) and lost on rows shorter than 32 positions (0.93-0.95x: 28-wide rows
+# of a strided Conv, 12-wide rows of a 3-D decoder); on the exact stacks of
+# 2-D even-kernel stride-2 layers (k4s2) it lost 8-12% below 2^28
+# multiply-adds (64 -> 32 channels on 32x32 and 64x64 maps) and gained 3-20%
+# above (float64 16 channels on 256x256, dcgan, VAE decoder).
 WIDE_MIN_POSITIONS = 32
+WIDE_MIN_WORK = 1 << 24
+WIDE_MIN_WORK_PAIRED = 1 << 28
 
 # --- GEMM blocking -----------------------------------------------------------
 # Per-thread buffers: the tile's input, read by every row block, sized to stay
@@ -340,6 +343,16 @@ def choose_engine(problem):
     return "gemm", f"{work} multiply-adds per output and group >= DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
 
 
+def _paired(problem):
+    """Whether the plan will likely hold exact stacks (pair kernels over the two phases
+    of a stride-2 last axis whose phases have equal tap counts and a halo: 2-D and up,
+    an even dilated kernel of 4 or more), the case where the wide set needs more work."""
+    geometry = problem.geometry
+    reach = (geometry.kernel_shape[-1] - 1) * geometry.dilations[-1] + 1
+    return (problem.transpose and len(geometry.strides) >= 2 and geometry.strides[-1] == 2
+            and reach % 2 == 0 and reach >= 4)
+
+
 def _choose_kernel_set(problem, engine, forced, environ):
     if forced:
         if forced not in available_kernel_sets():
@@ -360,9 +373,11 @@ def _choose_kernel_set(problem, engine, forced, environ):
     if best == "avx512" and "avx512_wide" in available_kernel_sets():
         work = problem.multiply_adds()
         positions = min(problem.geometry.input_shape[-1], problem.geometry.output_shape[-1])
-        if work >= WIDE_MIN_WORK and positions >= WIDE_MIN_POSITIONS:
-            return "avx512_wide", (f"{work} multiply-adds >= WIDE_MIN_WORK={WIDE_MIN_WORK} and "
-                                   f"rows of {positions} >= WIDE_MIN_POSITIONS={WIDE_MIN_POSITIONS}")
+        name, least = (("WIDE_MIN_WORK_PAIRED", WIDE_MIN_WORK_PAIRED) if _paired(problem)
+                       else ("WIDE_MIN_WORK", WIDE_MIN_WORK))
+        if work >= least and positions >= WIDE_MIN_POSITIONS:
+            return "avx512_wide", (f"{work} multiply-adds >= {name}={least} and rows of "
+                                   f"{positions} >= WIDE_MIN_POSITIONS={WIDE_MIN_POSITIONS}")
     if best == "blas":
         return best, "no SIMD kernel family for this CPU: scipy's BLAS multiplies"
     return best, "the best family this CPU runs"
@@ -456,7 +471,8 @@ def chunk_depth():
 def tuning():
     """The tuning constants now (tests and benchmarks/tune.py change them): part of
     every cache key that a decision feeds."""
-    return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_POSITIONS, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
+    return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
+            WIDE_MIN_POSITIONS, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,

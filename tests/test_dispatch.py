@@ -151,3 +151,30 @@ def test_explain_matches_what_apply_runs(monkeypatch):
                         lambda *args, **kw: seen.append(original(*args, **kw)) or seen[-1])
     layer.apply(x, w)
     assert seen[0].decision == explain(layer, x.shape, w.shape, x.dtype).decision
+
+
+def test_the_wide_avx512_set_serves_large_layers_with_long_rows(monkeypatch):
+    # the rule itself, on any machine: as if both AVX-512 sets ran here
+    monkeypatch.setattr(_dispatch, "available_kernel_sets",
+                        lambda: ["blas", "portable", "avx2", "avx512_wide", "avx512"])
+    monkeypatch.setattr(_dispatch, "preferred_kernel_set", lambda: "avx512")
+
+    def chosen(x_shape, w_shape, **params):
+        return _dispatch._choose_kernel_set(_problem(x_shape, w_shape, **params), "gemm",
+                                            None, {})[0]
+
+    # plain GEMM: 115 M multiply-adds on 56-wide rows, against 2 M on 8-wide ones
+    assert chosen((1, 64, 56, 56), (64, 64, 3, 3), pads=(1, 1, 1, 1)) == "avx512_wide"
+    assert chosen((1, 64, 8, 8), (64, 64, 3, 3), pads=(1, 1, 1, 1)) == "avx512"
+    # rows shorter than WIDE_MIN_POSITIONS stay narrow whatever the work
+    assert chosen((1, 320, 8, 12, 12), (320, 256, 1, 2, 2), strides=(1, 2, 2)) == "avx512"
+    # exact-stack layers (k4s2 in 2-D) need WIDE_MIN_WORK_PAIRED
+    k4s2 = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    assert chosen((1, 64, 64, 64), (64, 32, 4, 4), **k4s2) == "avx512"           # 134 M
+    assert chosen((1, 256, 64, 64), (256, 128, 4, 4), **k4s2) == "avx512_wide"   # 2.1 G
+    # a 1-D k4s2 layer has no exact stacks: the plain rule
+    assert chosen((4, 128, 2048), (128, 64, 4), strides=(2,), pads=(1, 1)) == "avx512_wide"
+    # shallow reductions keep AVX2, an explicit request wins
+    assert chosen((1, 4, 256, 256), (4, 4, 4, 4), **k4s2) == "avx2"
+    assert _dispatch._choose_kernel_set(_problem((1, 64, 56, 56), (64, 64, 3, 3)), "gemm", None,
+                                        {_dispatch.KERNEL_SET_VARIABLE: "avx512"})[0] == "avx512"

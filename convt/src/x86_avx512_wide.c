@@ -6,7 +6,7 @@
  * with two 512-bit FMA units loads are the limit: on aligned rows in L1 the
  * narrow kernel peaked at 83% of the FMA rate, this one at 94%; large layers
  * ran 1.03-1.2x faster, small ones (32x32 maps, 12-wide rows) up to 1.35x
- * slower, so convt._dispatch chooses it per call (WIDE_MIN_WORK).  Half
+ * slower, so convt._dispatch chooses it per call (WIDE_MIN_WORK and friends).  Half
  * panels (<= 16 floats, 8 doubles) run the same kernels on one vector.  The
  * row, channel, store and conversion kernels are the narrow set's.
  */
