@@ -25,7 +25,7 @@ def explain(layer, x_shape, w_shape, dtype="float32"):
     Examples
     --------
     >>> from convt import ConvTranspose, explain
-    >>> explain(ConvTranspose(), (1, 1, 8), (1, 1, 2)).decision.engine
+    >>> explain(ConvTranspose(), (1, 1, 256), (1, 1, 2)).decision.engine
     'direct'
     >>> from convt import Conv
     >>> explain(Conv(strides=(2, 2)), (1, 64, 56, 56), (128, 64, 3, 3)).decision.engine

@@ -29,6 +29,12 @@ from ._geometry import Geometry
 # at 4-9 (1 channel k2s2 and k3s1, depthwise k2s2 and k3s1), the GEMM engine
 # wins 1.04-1.8x at 16 (depthwise k4s2, single channel k4s2) and 1.1-3.9x above.
 DIRECT_MAX_WORK = 16
+# ...on output rows of at least this many positions: the direct engine pays a
+# fixed cost per row and tap, the GEMM per call.  On 2 Intel SPR-class cores,
+# depthwise 3x3 Conv and ConvTranspose ran GEMM 1.1-1.75x faster on rows of 56
+# to 160 (128 channels on 112x112: 0.84 against 1.12 ms), direct 1.03-1.4x
+# faster on rows of 192 to 512; the Zen 4 figures above were on rows of 256 up.
+DIRECT_MIN_ROW = 192
 
 # --- kernel set choice -------------------------------------------------------
 # Below this reduction depth (input channels per group x taps of the deepest
@@ -338,9 +344,15 @@ def choose_engine(problem):
         return "direct", ("channels-last depthwise: rows of all channels at once, the "
                           "channels as vector lanes")
     work = problem.cg * problem.mg * reaching_kernel_size(problem.geometry, problem.transpose)
-    if work < DIRECT_MAX_WORK:
-        return "direct", f"{work} multiply-adds per output and group < DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
-    return "gemm", f"{work} multiply-adds per output and group >= DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
+    if work >= DIRECT_MAX_WORK:
+        return "gemm", f"{work} multiply-adds per output and group >= DIRECT_MAX_WORK={DIRECT_MAX_WORK}"
+    row = problem.geometry.output_shape[-1]
+    if row < DIRECT_MIN_ROW:
+        return "gemm", (f"{work} multiply-adds per output and group < DIRECT_MAX_WORK="
+                        f"{DIRECT_MAX_WORK}, but output rows of {row} < DIRECT_MIN_ROW="
+                        f"{DIRECT_MIN_ROW}")
+    return "direct", (f"{work} multiply-adds per output and group < DIRECT_MAX_WORK="
+                      f"{DIRECT_MAX_WORK} on output rows of {row}")
 
 
 def _paired(problem):
@@ -471,7 +483,7 @@ def chunk_depth():
 def tuning():
     """The tuning constants now (tests and benchmarks/tune.py change them): part of
     every cache key that a decision feeds."""
-    return (DIRECT_MAX_WORK, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
+    return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,

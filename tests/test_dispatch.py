@@ -83,11 +83,14 @@ def test_plans_are_read_only():
             getattr(plan, name).flat[0] = 0
 
 
-def test_engine_choice_follows_the_work_per_output():
-    depthwise_k2 = _problem((1, 8, 16, 16), (8, 1, 2, 2), strides=(2, 2), group=8)
-    dense = _problem((1, 8, 16, 16), (8, 4, 4, 4), strides=(2, 2))
-    assert _dispatch.decide(depthwise_k2).engine == "direct"
+def test_engine_choice_follows_the_work_per_output_and_the_row_length():
+    depthwise_k2 = _problem((1, 8, 128, 128), (8, 1, 2, 2), strides=(2, 2), group=8)
+    dense = _problem((1, 8, 128, 128), (8, 4, 4, 4), strides=(2, 2))
+    short_rows = _problem((1, 8, 16, 16), (8, 1, 2, 2), strides=(2, 2), group=8)
+    assert _dispatch.decide(depthwise_k2).engine == "direct"     # rows of 256
     assert _dispatch.decide(dense).engine == "gemm"
+    assert _dispatch.decide(short_rows).engine == "gemm"         # rows of 32
+    assert "DIRECT_MIN_ROW" in " ".join(_dispatch.decide(short_rows).reasons)
 
 
 def test_flags_come_from_the_kernel_set(monkeypatch):
