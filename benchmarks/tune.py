@@ -127,6 +127,25 @@ def tune_direct_max_work(args):
     print(f"   would choose DIRECT_MAX_WORK = {choice} (now {_dispatch.DIRECT_MAX_WORK})")
 
 
+def tune_direct_min_row(args):
+    """Direct engine only on output rows this long (below DIRECT_MAX_WORK)."""
+    rows, direct_wins = [], []
+    for width, channels in ((56, 128), (112, 128), (128, 64), (160, 32), (192, 32), (256, 16),
+                            (512, 4)):
+        layer = Layer((1, channels, width, width), (channels, 1, 3, 3), pads=(1, 1, 1, 1),
+                      group=channels)
+        direct = layer.time(args.threads, args.repeat, engine="direct")
+        gemm = layer.time(args.threads, args.repeat, engine="gemm")
+        rows.append((layer.label, width, f"{direct * 1e3:.3f}", f"{gemm * 1e3:.3f}",
+                     f"{gemm / direct:.2f}"))
+        direct_wins.append((width, direct < gemm))
+    report("DIRECT_MIN_ROW: direct vs GEMM engine on depthwise 3x3 by row length", rows,
+           ["layer", "row", "direct ms", "gemm ms", "gemm/direct"])
+    choice = min((row for row, _ in direct_wins if all(wins for r, wins in direct_wins
+                                                       if r >= row)), default=None)
+    print(f"   would choose DIRECT_MIN_ROW = {choice} (now {_dispatch.DIRECT_MIN_ROW})")
+
+
 def tune_avx512_min_depth(args):
     """AVX2 kernels below this reduction depth, AVX-512 above (where both exist)."""
     sets = _dispatch.available_kernel_sets()
@@ -314,6 +333,7 @@ def tune_channel_rows(args):
 
 TUNERS = {
     "direct": tune_direct_max_work,
+    "rows": tune_direct_min_row,
     "channels": tune_channel_rows,
     "avx512": tune_avx512_min_depth,
     "wide": tune_wide,
