@@ -72,7 +72,10 @@ MAX_DEPTH = 2048
 # the L1 data cache keep them there: on 2 Intel Sapphire-Rapids-class cores
 # (48 KiB, so 256 steps) 1.05-1.17x faster than chunks of 1024 on the deep
 # layers (dcgan k4s2, batch 3x3, audio k16s8, VAE decoder, float16), within 2%
-# elsewhere; chunks of 128 lost 8-10% on audio k16s8.
+# elsewhere; chunks of 128 lost 8-10% on audio k16s8.  Exact stacks that store
+# packed pair panels read both operands' full panels per step instead
+# (pair_chunk_depth): 128 steps for avx512_wide's 32 floats, where 256 left
+# dcgan 10-11% and the VAE decoder 4-5% slower.
 K_STEP_BYTES = 128
 MIN_DEPTH = 128
 # L1 data cache assumed when neither the CPU nor the OS reports one.
@@ -282,6 +285,7 @@ class Blocking:
     operand_bytes: int           # the tuning constants above, as decided
     product_bytes: int
     max_depth: int
+    pair_max_depth: int          # the same for exact stacks storing packed pair panels
     min_tile: int
     min_work_items: int
     min_split_rows: int
@@ -440,6 +444,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         operand_bytes=OPERAND_BYTES,
         product_bytes=PRODUCT_BYTES,
         max_depth=chunk_depth(),
+        pair_max_depth=pair_chunk_depth(kernels.nr * accumulation.itemsize) if pairs else 0,
         min_tile=MIN_TILE,
         min_work_items=MIN_WORK_ITEMS,
         min_split_rows=MIN_SPLIT_ROWS,
@@ -478,6 +483,12 @@ def chunk_depth():
     """Longest K chunk on this CPU: two thirds of its L1 data cache holds the
     chunk's B rows (K_STEP_BYTES per step), between MIN_DEPTH and MAX_DEPTH."""
     return min(MAX_DEPTH, max(MIN_DEPTH, l1_data_bytes() * 2 // (3 * K_STEP_BYTES)))
+
+
+def pair_chunk_depth(vector_bytes):
+    """Longest K chunk of an exact stack whose pair panels are packed: both operands'
+    ``vector_bytes`` per step (a panel's positions) in two thirds of the L1 data cache."""
+    return min(MAX_DEPTH, max(MIN_DEPTH, l1_data_bytes() * 2 // (3 * 2 * vector_bytes)))
 
 
 def tuning():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -454,6 +454,12 @@ def _residue_pairs(stacks, strides, blocking):
     return pairs
 
 
+def _stores_pairs(blocking, chunk, cg):
+    """Whether exact stacks store into y with chunks of ``chunk`` channels: narrow
+    outputs are rounded once, so straight stores need a single K chunk."""
+    return blocking.store_direct and (not blocking.rounds_once or chunk >= cg)
+
+
 def _stack_tile(stack, cg, min_items, blocking, rows=None):
     """Taps, K chunk, extents, reach and tile of a stack (``rows``: forced tile rows)."""
     taps = math.prod(len(group.offsets) for group in stack)
@@ -574,11 +580,22 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         block = row_block or rows
         taps, chunk, extents, reach, tile = _stack_tile(stack, cg, min_items, blocking,
                                                         forced_rows.get(index))
-        depth_max = max(depth_max, chunk * taps)
         row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
         exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, blocking)
+        if exact and _stores_pairs(blocking, chunk, cg) and chunk * taps > blocking.pair_max_depth:
+            # packed pair panels: a shorter chunk keeps both operands in L1
+            shorter = replace(blocking, max_depth=blocking.pair_max_depth)
+            taps_s, chunk_s, extents_s, reach_s, tile_s = _stack_tile(
+                stack, cg, min_items, shorter, forced_rows.get(index))
+            col_tiles_s = -(-extents_s[-1] // tile_s.cols)
+            if (_exact_pairs(stack, out_strides[-1], tile_s, col_tiles_s, mg, blocking)
+                    and _stores_pairs(blocking, chunk_s, cg)):
+                chunk, tile, col_tiles = chunk_s, tile_s, col_tiles_s
+                row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
+                tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+        depth_max = max(depth_max, chunk * taps)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs
             segment_rows, unit = 2 * mg, 2
@@ -587,9 +604,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         segment_blocks = -(-segment_rows // block)
         blocks = segment_blocks * (rows // segment_rows)
         starts = _block_starts(rows, segment_rows, segment_blocks, unit)
-        # narrow outputs are rounded once: straight stores need a single K chunk
-        store_direct = exact and blocking.store_direct and (
-            not blocking.rounds_once or chunk >= cg)
+        store_direct = exact and _stores_pairs(blocking, chunk, cg)
         # split the row blocks of a tile into groups, for a product buffer of
         # bounded size and enough work items to share; each group repeats the
         # tile's buffer fill and panel packing, so groups keep >= 8 blocks.
@@ -659,7 +674,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         if index in partner:
             shared[index] = (row_groups, tile.columns)
         columns = tile.columns + (shared[partner_of[index]][1] if index in partner_of else 0)
-        product = max(product, group_rows * columns)
+        if not store_direct:  # stacks storing into y use no product buffer
+            product = max(product, group_rows * columns)
         item_counts.append(item_count)
     # Stacks of one group write interleaved outputs (stride phases) into the
     # same cache lines: items running at the same time should not be two

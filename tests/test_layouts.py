@@ -92,7 +92,9 @@ def test_the_engine_reads_and_writes_the_users_memory(monkeypatch):
 
 def test_memory_is_bounded_as_for_channels_first():
     # Peak allocations of an NXC call stay within those of the NCX call plus a margin
-    # far below the size of x or y (a transposed copy would add a whole array).
+    # far below the size of x or y (a transposed copy would add a whole array): the
+    # NXC call's exact stacks fill a product buffer (its y rows are strided), the NCX
+    # call's store into y and reserve none.
     import tracemalloc
 
     rng = np.random.default_rng(0)
@@ -108,7 +110,7 @@ def test_memory_is_bounded_as_for_channels_first():
         y = layer.apply(*args)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-    assert peaks[1] <= peaks[0] + x.nbytes // 8, (peaks, y.nbytes)
+    assert peaks[1] <= peaks[0] + x.nbytes // 4, (peaks, y.nbytes)
 
 
 def test_out_is_in_the_data_format():
