@@ -181,3 +181,22 @@ def test_the_wide_avx512_set_serves_large_layers_with_long_rows(monkeypatch):
     assert chosen((1, 4, 256, 256), (4, 4, 4, 4), **k4s2) == "avx2"
     assert _dispatch._choose_kernel_set(_problem((1, 64, 56, 56), (64, 64, 3, 3)), "gemm", None,
                                         {_dispatch.KERNEL_SET_VARIABLE: "avx512"})[0] == "avx512"
+
+
+@pytest.mark.parametrize("l1, vector_bytes, depth", [(48 * 1024, 64, 256), (48 * 1024, 128, 128),
+                                                     (32 * 1024, 64, 170), (128 * 1024, 128, 341)])
+def test_packed_pair_chunks_hold_both_operands_in_two_thirds_of_l1(monkeypatch, l1, vector_bytes,
+                                                                   depth):
+    monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: l1)
+    assert _dispatch.pair_chunk_depth(vector_bytes) == depth
+
+
+def test_exact_stacks_storing_into_y_reserve_no_product_buffer():
+    x = np.empty((1, 64, 32, 32), np.float32)
+    w = np.empty((64, 32, 4, 4), np.float32)
+    for kernel_set in ("avx512", "avx512_wide", "neon"):
+        if kernel_set not in _dispatch.available_kernel_sets():
+            continue
+        _, plan = plan_of(kernel_set, x, w, strides=(2, 2), pads=(1, 1, 1, 1))
+        assert plan.stacks["store_direct"].all()
+        assert plan.product_capacity == 0
