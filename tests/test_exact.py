@@ -77,6 +77,24 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, kernel
 
 
 @each_pair_set
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_storing_stacks_take_the_pair_chunk(dtype, kernel_set, monkeypatch):
+    # exact stacks storing into y re-plan with the (shorter) pair chunk, whatever the set:
+    # forced short here, as avx512_wide's 128 steps are on large layers
+    monkeypatch.setattr(_dispatch, "pair_chunk_depth", lambda vector_bytes: 8)
+    x, w, b, params = _operands("k4s2_mg6", dtype, with_bias=True)
+    x = np.concatenate([x] * 4, axis=1)          # 12 input channels: chunks of 2 (4 taps)
+    w = np.concatenate([w] * 4, axis=0)
+    _, plan = plan_of(kernel_set, x, w, **params)
+    stored = plan.stacks[plan.stacks["store_direct"] == 1]
+    assert len(stored) and (stored["chunk"] * stored["taps"] <= 8).all()
+    results = [run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=threads, **params)
+               for threads in (1, 2)]
+    assert_matches_reference(results[0], x, w, b, **params)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+@each_pair_set
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_packed_pair_panels_change_no_bit(name, dtype, kernel_set, monkeypatch):
