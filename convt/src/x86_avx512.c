@@ -207,44 +207,25 @@ CONVT_X86_CHANNELS(AVX512, convt_avx512_channels_f32, float, __m512, 16, _mm512_
 CONVT_X86_CHANNELS(AVX512, convt_avx512_channels_f64, double, __m512d, 8, _mm512_loadu_pd,
                    _mm512_storeu_pd, _mm512_fmadd_pd, convt_channel_tail_f64)
 
-/* pack_pair (kernel_set.h): two full vectors per step, to an aligned panel. */
-#define DEFINE_PACK_PAIR(NAME, T, LOAD, STORE, W)                                         \
-    AVX512 static void NAME(ptrdiff_t depth, const T *b, const ptrdiff_t *offsets,        \
-                            ptrdiff_t sibling, T *to)                                     \
-    {                                                                                     \
-        ptrdiff_t k;                                                                      \
-        for (k = 0; k < depth; ++k) {                                                     \
-            STORE(to + k * (W), LOAD(b + offsets[k]));                                    \
-            STORE(to + (depth + k) * (W), LOAD(b + offsets[k] + sibling));                \
-        }                                                                                 \
-    }
-DEFINE_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16)
-DEFINE_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8)
-
-#define NO_STORES {{0}, {0}}
-#define FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | \
-               CONVT_SET_FUSED | CONVT_SET_PACK_PAIRS)
+CONVT_AVX512_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16, 1)
+CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8, 1)
 
 const convt_kernels_f32 convt_avx512_f32 = {
-    "avx512", MR, 16, FLAGS,
+    "avx512", MR, 16, AVX512_FLAGS,
     GEMM_TABLE(gemm_zf_r), GEMM_TABLE(gemm_pack_zf_r), GEMM_TABLE(gemm_yf_r),
     {PAIR_TABLE(pair_zf_r), PAIR_TABLE(pair_yf_r)},
     {{PAIR_TABLE(store_f16_z_r), PAIR_TABLE(store_f16_y_r)},
      {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
-     NO_STORES},
-    convt_avx512_row_f32, convt_avx512_channels_f32, convt_avx2_interleave_f32,
-    convt_avx512_store_even_f32, convt_avx2_add_bias_f32,
-    CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32};
+     AVX512_NO_STORES},
+    AVX512_SHARED_F32, pack_pair_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
-    "avx512", MR, 8, FLAGS,
+    "avx512", MR, 8, AVX512_FLAGS,
     GEMM_TABLE(gemm_zd_r), GEMM_TABLE(gemm_pack_zd_r), GEMM_TABLE(gemm_yd_r),
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
-    {NO_STORES, NO_STORES, NO_STORES,
+    {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
-    convt_avx512_row_f64, convt_avx512_channels_f64, convt_avx2_interleave_f64,
-    convt_avx512_store_even_f64, convt_avx2_add_bias_f64,
-    CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64};
+    AVX512_SHARED_F64, pack_pair_f64};
 
 #endif /* x86-64 */

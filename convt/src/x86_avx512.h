@@ -81,6 +81,36 @@ AVX512 static inline __m128i float_to_bf16_y(__m256 value)
     _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, \
     _mm256_permutex2var_pd, LOW_YD, HIGH_YD
 
+/* pack_pair (kernel_set.h) for panels of VECS vectors of W elements: both operands
+ * of every step, to an aligned buffer. */
+#define CONVT_AVX512_PACK_PAIR(NAME, T, LOAD, STORE, W, VECS)                             \
+    AVX512 static void NAME(ptrdiff_t depth, const T *b, const ptrdiff_t *offsets,        \
+                            ptrdiff_t sibling, T *to)                                     \
+    {                                                                                     \
+        ptrdiff_t k;                                                                      \
+        int j;                                                                            \
+        for (k = 0; k < depth; ++k)                                                       \
+            for (j = 0; j < (VECS); ++j) {                                                \
+                STORE(to + ((VECS) * k + j) * (W), LOAD(b + offsets[k] + j * (W)));       \
+                STORE(to + ((VECS) * (depth + k) + j) * (W),                              \
+                      LOAD(b + offsets[k] + sibling + j * (W)));                          \
+            }                                                                             \
+    }
+
+/* Capability flags, the empty pair-store table, and the record entries after the
+ * pair stores that both sets share (row, channel, store and conversion kernels). */
+#define AVX512_FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS |                  \
+                      CONVT_SET_MASKED_STORES | CONVT_SET_FUSED | CONVT_SET_PACK_PAIRS)
+#define AVX512_NO_STORES {{0}, {0}}
+#define AVX512_SHARED_F32                                                                 \
+    convt_avx512_row_f32, convt_avx512_channels_f32, convt_avx2_interleave_f32,           \
+    convt_avx512_store_even_f32, convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32,           \
+    CONVT_AVX2_STORES_F32
+#define AVX512_SHARED_F64                                                                 \
+    convt_avx512_row_f64, convt_avx512_channels_f64, convt_avx2_interleave_f64,           \
+    convt_avx512_store_even_f64, convt_avx2_add_bias_f64, CONVT_AVX2_LOADS_F64,           \
+    CONVT_AVX2_STORES_F64
+
 /* Shared by both sets (x86_avx512.c). */
 void convt_avx512_row_f32(ptrdiff_t sources, const float *const *x, const float *w,
                           ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,

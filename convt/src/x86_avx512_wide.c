@@ -177,47 +177,26 @@ STORES(ST_BF16_Z, store_half_bf16_r, 1)
 STORES(ST_F64_Z, store_f64_r, 2)
 STORES(ST_F64_Z, store_half_f64_r, 1)
 
-/* pack_pair (kernel_set.h): two vectors per operand and step, to an aligned panel. */
-#define DEFINE_PACK_PAIR(NAME, T, LOAD, STORE, W)                                         \
-    AVX512 static void NAME(ptrdiff_t depth, const T *b, const ptrdiff_t *offsets,        \
-                            ptrdiff_t sibling, T *to)                                     \
-    {                                                                                     \
-        ptrdiff_t k;                                                                      \
-        for (k = 0; k < depth; ++k) {                                                     \
-            const T *row = b + offsets[k];                                                \
-            STORE(to + 2 * k * (W), LOAD(row));                                           \
-            STORE(to + (2 * k + 1) * (W), LOAD(row + (W)));                               \
-            STORE(to + 2 * (depth + k) * (W), LOAD(row + sibling));                       \
-            STORE(to + (2 * (depth + k) + 1) * (W), LOAD(row + sibling + (W)));           \
-        }                                                                                 \
-    }
-DEFINE_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16)
-DEFINE_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8)
+CONVT_AVX512_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16, 2)
+CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8, 2)
 
-#define NO_STORES {{0}, {0}}
-#define FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_MASKED_STORES | \
-               CONVT_SET_FUSED | CONVT_SET_PACK_PAIRS)
 
 const convt_kernels_f32 convt_avx512_wide_f32 = {
-    "avx512_wide", MR, 32, FLAGS,
+    "avx512_wide", MR, 32, AVX512_FLAGS,
     GEMM_TABLE(gemm_f32_r), GEMM_TABLE(gemm_pack_f32_r), GEMM_TABLE(half_f32_r),
     {PAIR_TABLE(pair_f32_r), PAIR_TABLE(pair_half_f32_r)},
     {{PAIR_TABLE(store_f16_r), PAIR_TABLE(store_half_f16_r)},
      {PAIR_TABLE(store_bf16_r), PAIR_TABLE(store_half_bf16_r)},
      {PAIR_TABLE(store_f32_r), PAIR_TABLE(store_half_f32_r)},
-     NO_STORES},
-    convt_avx512_row_f32, convt_avx512_channels_f32, convt_avx2_interleave_f32,
-    convt_avx512_store_even_f32, convt_avx2_add_bias_f32,
-    CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32};
+     AVX512_NO_STORES},
+    AVX512_SHARED_F32, pack_pair_f32};
 
 const convt_kernels_f64 convt_avx512_wide_f64 = {
-    "avx512_wide", MR, 16, FLAGS,
+    "avx512_wide", MR, 16, AVX512_FLAGS,
     GEMM_TABLE(gemm_f64_r), GEMM_TABLE(gemm_pack_f64_r), GEMM_TABLE(half_f64_r),
     {PAIR_TABLE(pair_f64_r), PAIR_TABLE(pair_half_f64_r)},
-    {NO_STORES, NO_STORES, NO_STORES,
+    {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
-    convt_avx512_row_f64, convt_avx512_channels_f64, convt_avx2_interleave_f64,
-    convt_avx512_store_even_f64, convt_avx2_add_bias_f64,
-    CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64};
+    AVX512_SHARED_F64, pack_pair_f64};
 
 #endif /* x86-64 */
