@@ -77,6 +77,11 @@ def info():
     print(f"  L1 data cache: {_dispatch.l1_data_bytes() // 1024} KiB per core"
           + ("" if reported else " (assumed: neither the CPU nor the OS reports it)")
           + f"; K chunks of up to {_dispatch.chunk_depth()} steps")
+    speedup = _dispatch.fma_512_speedup()
+    if speedup:
+        print(f"  512-bit FMAs: {speedup:.2f}x the 256-bit rate per FLOP, measured: "
+              + ("native" if _dispatch.native_512_fma() else "split in two")
+              + f" (native from NATIVE_512_MIN_SPEEDUP={_dispatch.NATIVE_512_MIN_SPEEDUP})")
     print("  kernel families (rows x positions per micro-kernel call):")
     for family in _dispatch.families():
         print(f"    {_describe_family(family)}")

@@ -55,6 +55,13 @@ AVX512_MIN_DEPTH = 64
 WIDE_MIN_POSITIONS = 32
 WIDE_MIN_WORK = 1 << 24
 WIDE_MIN_WORK_PAIRED = 1 << 28
+# Where a core splits 512-bit FMAs in two (AMD Zen 4: 1 zmm FMA per cycle, as
+# many FLOPs as 2 ymm FMAs) the 12 x 16 kernel is already FMA-bound, not load-
+# bound: on 2 Zen 4 cores the wide set ran the layers above 0.82-1.03x as fast
+# (batch 3x3 0.94x, k4s2 on 32x32 0.87x).  So the wide set needs native 512-bit
+# FMAs, measured at first use (convt_avx512_fma_speedup: 1.01 on Zen 4, about
+# 2 on Intel SPR-class cores); anything from this ratio up counts as native.
+NATIVE_512_MIN_SPEEDUP = 1.5
 
 # --- GEMM blocking -----------------------------------------------------------
 # Per-thread buffers: the tile's input, read by every row block, sized to stay
@@ -386,6 +393,10 @@ def _choose_kernel_set(problem, engine, forced, environ):
         depth = problem.cg * max_stack_taps(problem.geometry, problem.transpose)
         if depth < AVX512_MIN_DEPTH:
             return "avx2", f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH}"
+    if best == "avx512" and "avx512_wide" in available_kernel_sets() and not native_512_fma():
+        return best, (f"the best family this CPU runs (512-bit FMAs measured at "
+                      f"{fma_512_speedup():.2f}x the 256-bit rate < NATIVE_512_MIN_SPEEDUP="
+                      f"{NATIVE_512_MIN_SPEEDUP}: split, so avx512_wide gains nothing)")
     if best == "avx512" and "avx512_wide" in available_kernel_sets():
         work = problem.multiply_adds()
         positions = min(problem.geometry.input_shape[-1], problem.geometry.output_shape[-1])
@@ -472,6 +483,20 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
 
 
 @functools.cache
+def fma_512_speedup():
+    """512-bit over 256-bit FMA throughput per FLOP on this core, measured once
+    (0 without AVX-512): about 2 where 512-bit FMAs are native, 1 where split."""
+    from ._compiled import load
+
+    return load().avx512_fma_speedup()
+
+
+def native_512_fma():
+    """Whether this core runs 512-bit FMAs at full width (see NATIVE_512_MIN_SPEEDUP)."""
+    return fma_512_speedup() >= NATIVE_512_MIN_SPEEDUP
+
+
+@functools.cache
 def l1_data_bytes():
     """Bytes of one core's L1 data cache (DEFAULT_L1_BYTES when unknown)."""
     from ._compiled import load
@@ -495,7 +520,7 @@ def tuning():
     """The tuning constants now (tests and benchmarks/tune.py change them): part of
     every cache key that a decision feeds."""
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
-            WIDE_MIN_POSITIONS, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
+            WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,

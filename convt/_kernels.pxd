@@ -112,6 +112,7 @@ cdef extern from "cpu.h" nogil:
     unsigned convt_decode_x86(const convt_x86_words* words)
     unsigned convt_cpu_features()
     long convt_l1_data_bytes()
+    double convt_avx512_fma_speedup()
 
 
 cdef extern from "pool.h" nogil:

@@ -161,6 +161,7 @@ def test_the_wide_avx512_set_serves_large_layers_with_long_rows(monkeypatch):
     monkeypatch.setattr(_dispatch, "available_kernel_sets",
                         lambda: ["blas", "portable", "avx2", "avx512_wide", "avx512"])
     monkeypatch.setattr(_dispatch, "preferred_kernel_set", lambda: "avx512")
+    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 2.0)
 
     def chosen(x_shape, w_shape, **params):
         return _dispatch._choose_kernel_set(_problem(x_shape, w_shape, **params), "gemm",
@@ -181,6 +182,29 @@ def test_the_wide_avx512_set_serves_large_layers_with_long_rows(monkeypatch):
     assert chosen((1, 4, 256, 256), (4, 4, 4, 4), **k4s2) == "avx2"
     assert _dispatch._choose_kernel_set(_problem((1, 64, 56, 56), (64, 64, 3, 3)), "gemm", None,
                                         {_dispatch.KERNEL_SET_VARIABLE: "avx512"})[0] == "avx512"
+
+
+def test_the_wide_avx512_set_needs_native_512_bit_fmas(monkeypatch):
+    # where a core splits 512-bit FMAs (Zen 4), the 12 x 16 set is FMA-bound already
+    monkeypatch.setattr(_dispatch, "available_kernel_sets",
+                        lambda: ["blas", "portable", "avx2", "avx512_wide", "avx512"])
+    monkeypatch.setattr(_dispatch, "preferred_kernel_set", lambda: "avx512")
+    large = _problem((1, 256, 64, 64), (256, 128, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1))
+    for speedup, expected in ((1.0, "avx512"), (1.49, "avx512"), (1.5, "avx512_wide"),
+                              (2.0, "avx512_wide")):
+        monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: speedup)
+        assert _dispatch._choose_kernel_set(large, "gemm", None, {})[0] == expected
+
+
+def test_the_fma_probe_measures_a_width_ratio_of_one_or_two():
+    speedup = _kernels.avx512_fma_speedup()
+    if "avx512f" not in _kernels.cpu_features():
+        assert speedup == 0.0
+        return
+    # split 512-bit FMAs: about 1; native: about 2 (a preempted run only lowers one side
+    # of one of seven interleaved runs, and the best of each is kept)
+    assert 0.8 <= speedup <= 2.4
+    assert abs(speedup - 1.0) < 0.25 or abs(speedup - 2.0) < 0.4
 
 
 @pytest.mark.parametrize("l1, vector_bytes, depth", [(48 * 1024, 64, 256), (48 * 1024, 128, 128),

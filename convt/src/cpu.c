@@ -202,3 +202,7 @@ long convt_l1_data_bytes(void)
     }
     return bytes;
 }
+
+#ifndef CONVT_X86_64
+double convt_avx512_fma_speedup(void) { return 0.0; }
+#endif

@@ -44,4 +44,12 @@ unsigned convt_cpu_features(void);
  * neither says (computed once, then cached). */
 long convt_l1_data_bytes(void);
 
+/* How much faster this core runs 512-bit FMAs than 256-bit ones, per FLOP,
+ * measured by a register-only loop on each (x86_avx512.c, about 0.1 ms): about
+ * 2 where 512-bit FMAs are native (Intel cores with two 512-bit FMA units,
+ * AMD Zen 5 server and desktop cores), about 1 where the core splits them in
+ * two (AMD Zen 4, Zen 5 mobile).  Call only where convt_cpu_features() has
+ * CONVT_CPU_AVX512F; 0 on other architectures. */
+double convt_avx512_fma_speedup(void);
+
 #endif /* CONVT_CPU_H */
