@@ -150,10 +150,17 @@ def check_work(work):
 # --- threads -----------------------------------------------------------------
 # More threads than this only add workspace, never speed (the pool's limit).
 MAX_THREADS = 256
-# Multiply-adds a thread must get before another one is woken: on 2 Zen 4 vCPUs
-# waking the second core costs 10-30 us, about 2-4 M multiply-adds of a kernel
-# at 100+ GFLOP/s per core (a 1 x 64 -> 32 k4 s2 layer on an 8x8 map has 2 M).
-MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 22
+# Multiply-adds a thread must get before another one is woken.  Back to back,
+# the second thread pays off on small maps: on 2 Zen 4 vCPUs (benchmarks/
+# tune.py --only threads) a 1 x 64 -> 32 k4 s2 layer ran 1.09x faster on 2
+# threads at 0.5 M multiply-adds, 1.12x at 2.1 M (8x8 map: 94 -> 83 us), 1.39x
+# at 8.4 M.  After an idle pause, waking the second core cost that 8x8 call
+# about 10% (0.35 -> 0.38 ms, the first call after a pause being slow anyway),
+# and on a machine whose other core is busy the 8x8 call still ran faster with
+# 2 threads than with 1 (benchmarks/robustness.py).  Calls under 2 M
+# multiply-adds stay on one thread: there the gain is within the noise and
+# waking a second core after a pause costs more than it saves.
+MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
 
