@@ -51,6 +51,10 @@ cdef extern from "kernel_set.h" nogil:
     ctypedef void (*convt_store_f64)(void*, const double*, Py_ssize_t, double)
     ctypedef void (*convt_pack_pair_f64)(Py_ssize_t, const double*, const Py_ssize_t*, Py_ssize_t,
                                         double*)
+    ctypedef void (*convt_transpose_f32)(Py_ssize_t, Py_ssize_t, const float*, Py_ssize_t,
+                                         float*, Py_ssize_t, const float*)
+    ctypedef void (*convt_transpose_f64)(Py_ssize_t, Py_ssize_t, const double*, Py_ssize_t,
+                                         double*, Py_ssize_t, const double*)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -70,6 +74,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_load_f32 load[4]
         convt_store_f32 store[4]
         convt_pack_pair_f32 pack_pair
+        convt_transpose_f32 transpose
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -89,6 +94,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_load_f64 load[4]
         convt_store_f64 store[4]
         convt_pack_pair_f64 pack_pair
+        convt_transpose_f64 transpose
 
     ctypedef struct convt_family:
         const char* name

@@ -259,6 +259,8 @@ cdef void scatter_channels_last(const Gemm* g, const GemmStack* stack, const Wor
     cdef const acc_t* column
     cdef acc_t added
     cdef acc_t block[TRANSPOSE_POSITIONS * 256]
+    cdef acc_t zeros[256]
+    memset(zeros, 0, sizeof(zeros))
     for row in range(tile.first_row, tile.end_row):
         rho = row_phase(row, mg, siblings, &m)
         # a run of channels starts at the tile's first rows and where a leading phase starts
@@ -277,8 +279,23 @@ cdef void scatter_channels_last(const Gemm* g, const GemmStack* stack, const Wor
             offset = base
             if not row_offset(g, phase, tile.y + r, &offset):
                 continue
-            # blocks of TRANSPOSE_POSITIONS positions x 256 channels: read along the
-            # product's rows (a column walk would hit one cache set per channel)
+            if is_accumulation(g.storage.type, product) and t_end > t_begin:
+                # channels x positions in, positions x channels out, 256 channels at
+                # a time (a missing bias adds zeros, as the other stores do)
+                done = 0
+                while done < count:
+                    n = min(count - done, 256)
+                    transpose(&g.storage, n, t_end - t_begin,
+                              source + done * channel_step + r * stack.row_stride + t_begin,
+                              channel_step, <acc_t*>element(
+                                  g.ops.y, offset + t_begin * g.axes[last].stride * step + done,
+                                  g.storage.type),
+                              g.axes[last].stride * step,
+                              bias + channel + done if bias != NULL else zeros)
+                    done = done + n
+                continue
+            # narrow storage: blocks of TRANSPOSE_POSITIONS positions x 256 channels, read
+            # along the product's rows (a column walk would hit one cache set per channel)
             t0 = t_begin
             while t0 < t_end:
                 positions = min(<Py_ssize_t>TRANSPOSE_POSITIONS, t_end - t0)

@@ -19,6 +19,16 @@ cdef inline bint is_accumulation(int storage, const acc_t* like) noexcept nogil:
         return storage == CONVT_F64
 
 
+cdef inline void transpose(const Storage* s, Py_ssize_t rows, Py_ssize_t cols,
+                           const acc_t* src, Py_ssize_t src_stride, acc_t* dst,
+                           Py_ssize_t dst_stride, const acc_t* bias) noexcept nogil:
+    """dst[c * dst_stride + r] = src[r * src_stride + c] (+ bias[r] unless NULL)."""
+    if acc_t is float:
+        s.kernels.f32.transpose(rows, cols, src, src_stride, dst, dst_stride, bias)
+    else:
+        s.kernels.f64.transpose(rows, cols, src, src_stride, dst, dst_stride, bias)
+
+
 cdef inline void load_run(const Storage* s, acc_t* dst, const char* src, Py_ssize_t step,
                           Py_ssize_t count) noexcept nogil:
     """dst[i] = src[i * step] widened to the accumulation type (exact)."""

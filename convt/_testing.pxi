@@ -38,6 +38,10 @@ cdef extern from "reference.h" nogil:
     void convt_reference_store_even_f64(double*, const double*, Py_ssize_t, double)
     void convt_reference_pack_pair_f32(Py_ssize_t, Py_ssize_t, const float*, const Py_ssize_t*,
                                        Py_ssize_t, float*)
+    void convt_reference_transpose_f32(Py_ssize_t, Py_ssize_t, const float*, Py_ssize_t,
+                                       float*, Py_ssize_t, const float*)
+    void convt_reference_transpose_f64(Py_ssize_t, Py_ssize_t, const double*, Py_ssize_t,
+                                       double*, Py_ssize_t, const double*)
     void convt_reference_pack_pair_f64(Py_ssize_t, Py_ssize_t, const double*,
                                        const Py_ssize_t*, Py_ssize_t, double*)
     void convt_reference_add_bias_f32(float*, const float*, Py_ssize_t, float)
@@ -172,6 +176,49 @@ def _run_pack_pair(spec):
         pack_pair_typed(spec, <float*>pointer(spec.to))
     else:
         pack_pair_typed(spec, <double*>pointer(spec.to))
+
+
+cdef transpose_typed(spec, acc_t* dst):
+    cdef const acc_t* src = <const acc_t*>pointer(spec.src)
+    cdef const acc_t* bias = NULL
+    cdef Kernels kernels
+    cdef void* entry
+    if spec.bias is not None:
+        bias = <const acc_t*>pointer(spec.bias)
+    if spec.family == "reference":
+        if acc_t is float:
+            convt_reference_transpose_f32(spec.rows, spec.cols, src, spec.src_stride, dst,
+                                          spec.dst_stride, bias)
+        else:
+            convt_reference_transpose_f64(spec.rows, spec.cols, src, spec.src_stride, dst,
+                                          spec.dst_stride, bias)
+        return
+    kernels = kernels_named(spec.family)
+    if acc_t is float:
+        entry = _found(<void*>kernels.f32.transpose, spec)
+        (<convt_transpose_f32>entry)(spec.rows, spec.cols, src, spec.src_stride, dst,
+                                     spec.dst_stride, bias)
+    else:
+        entry = _found(<void*>kernels.f64.transpose, spec)
+        (<convt_transpose_f64>entry)(spec.rows, spec.cols, src, spec.src_stride, dst,
+                                     spec.dst_stride, bias)
+
+
+def _run_transpose(spec):
+    """Tests only: one transpose call, spec.dst[c * dst_stride + r] = spec.src[r *
+    src_stride + c] (+ spec.bias[r]) for r < spec.rows, c < spec.cols."""
+    if spec.rows and spec.cols:
+        needed = {"src": (spec.rows - 1) * spec.src_stride + spec.cols,
+                  "dst": (spec.cols - 1) * spec.dst_stride + spec.rows}
+        if spec.bias is not None:
+            needed["bias"] = spec.rows
+        for name, size in needed.items():
+            if getattr(spec, name).size < size:
+                raise ValueError(f"spec.{name} holds fewer than {size} elements")
+    if spec.dst.dtype == np.float32:
+        transpose_typed(spec, <float*>pointer(spec.dst))
+    else:
+        transpose_typed(spec, <double*>pointer(spec.dst))
 
 
 cdef row_typed(spec, acc_t* w):

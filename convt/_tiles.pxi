@@ -57,8 +57,14 @@ cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_s
         zero_run(dst + c * channel_step, lo)
         zero_run(dst + c * channel_step + hi, count - hi)
     x_row = element(x_row, residue * g.ops.x_strides[2 + last], storage)
-    # blocks of TRANSPOSE_POSITIONS positions x 256 channels, written along the
-    # buffer rows (a position at a time would hit one cache set per channel)
+    if is_accumulation(storage, dst):
+        if hi > lo:  # positions x channels in, channels x positions out
+            transpose(&g.storage, hi - lo, channels,
+                      <const acc_t*>element(x_row, (origin + lo) * step, storage), step,
+                      dst + lo, channel_step, NULL)
+        return
+    # narrow storage: blocks of TRANSPOSE_POSITIONS positions x 256 channels,
+    # widened, then transposed into the buffer rows
     q0 = lo
     while q0 < hi:
         positions = min(<Py_ssize_t>TRANSPOSE_POSITIONS, hi - q0)
@@ -68,9 +74,8 @@ cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_s
             for k in range(positions):
                 source = element(x_row, (origin + q0 + k) * step, storage)
                 load_run(&g.storage, block + k * 256, element(source, done, storage), 1, chunk)
-            for c in range(chunk):
-                for k in range(positions):
-                    dst[(done + c) * channel_step + q0 + k] = block[k * 256 + c]
+            transpose(&g.storage, positions, chunk, block, 256, dst + done * channel_step + q0,
+                      channel_step, NULL)
             done = done + chunk
         q0 = q0 + positions
 

@@ -252,6 +252,42 @@ def test_pack_pair_copies_both_operands_of_every_step(family, acc):
                                       b[offset + sibling:offset + sibling + nr])
 
 
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transpose_kernels_match_the_reference(family, acc):
+    _family(family)
+    rng = np.random.default_rng(6)
+    shapes = [(1, 1), (3, 5), (8, 8), (4, 4), (16, 24), (17, 9), (9, 33), (85, 16), (40, 1)]
+    for rows, cols in shapes:
+        for src_pad, dst_pad in ((0, 0), (3, 1), (11, 7)):
+            src_stride, dst_stride = cols + src_pad, rows + dst_pad
+            src = rng.standard_normal(rows * src_stride).astype(acc)
+            src[rng.integers(0, src.size)] = -0.0  # copied exactly, sign included
+            for bias in (None, rng.standard_normal(rows).astype(acc)):
+                before = rng.standard_normal((cols - 1) * dst_stride + rows).astype(acc)
+                results = {}
+                for name in (family, "reference"):
+                    whole, dst = _guarded(before.size, acc, rng, fill=False)
+                    dst[:] = before
+                    _kernels._run_transpose(SimpleNamespace(
+                        family=name, kernel="transpose", rows=rows, cols=cols, src=src,
+                        src_stride=src_stride, dst=dst, dst_stride=dst_stride, bias=bias))
+                    _assert_guards(whole)
+                    results[name] = dst.copy()
+                got = results[family]
+                assert np.array_equal(got, results["reference"])
+                # what the reference means: the transpose (plus bias), gaps untouched
+                expected = before.copy()
+                matrix = src.reshape(rows, src_stride)[:, :cols]
+                if bias is not None:
+                    matrix = matrix + bias[:, None]
+                for c in range(cols):
+                    expected[c * dst_stride:c * dst_stride + rows] = matrix[:, c]
+                assert np.array_equal(got, expected)
+                if bias is None:  # exact: signed zeros too
+                    assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
 def _pair_store_storages(acc):
     return ["float16", "bfloat16", "float32"] if acc == np.float32 else ["float64"]
 

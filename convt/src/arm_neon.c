@@ -486,7 +486,8 @@ const convt_kernels_f32 convt_neon_f32 = {
      NO_STORES},
     row_f32, channels_f32, interleave_f32, convt_portable_store_even_f32, add_bias_f32,
     {load_f16_f32, load_bf16_f32, load_f32_f32, convt_portable_load_f64_f32},
-    {store_f16_f32, store_bf16_f32, store_f32_f32, convt_portable_store_f64_f32}};
+    {store_f16_f32, store_bf16_f32, store_f32_f32, convt_portable_store_f64_f32},
+    0, convt_portable_transpose_f32};
 
 const convt_kernels_f64 convt_neon_f64 = {
     "neon", MR_F64, 2 * F64_L, FLAGS,
@@ -498,6 +499,7 @@ const convt_kernels_f64 convt_neon_f64 = {
     {convt_portable_load_f16_f64, convt_portable_load_bf16_f64, convt_portable_load_f32_f64,
      load_f64_f64},
     {convt_portable_store_f16_f64, convt_portable_store_bf16_f64,
-     convt_portable_store_f32_f64, store_f64_f64}};
+     convt_portable_store_f32_f64, store_f64_f64},
+    0, convt_portable_transpose_f64};
 
 #endif /* AArch64 */

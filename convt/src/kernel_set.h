@@ -45,6 +45,10 @@
  * interleave: y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias.
  * store_even: y[2 i] = src[i] + bias (odd outputs untouched).
  * add_bias: dst[i] = src[i] + bias.
+ * transpose: dst[c * dst_stride + r] = src[r * src_stride + c] + bias[r], or an
+ *     exact copy when bias is NULL, for r < rows, c < cols: channels-last data
+ *     to and from the engines' channel-major tiles and products (strides in
+ *     elements).
  * load[storage]: dst[i] = T(src[i]), exact.
  * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
  */
@@ -95,6 +99,9 @@ enum {
     typedef void (*convt_pack_pair_##S)(ptrdiff_t depth, const T *b,                      \
                                         const ptrdiff_t *offsets, ptrdiff_t sibling,      \
                                         T *to);                                           \
+    typedef void (*convt_transpose_##S)(ptrdiff_t rows, ptrdiff_t cols, const T *src,     \
+                                        ptrdiff_t src_stride, T *dst,                     \
+                                        ptrdiff_t dst_stride, const T *bias);             \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -113,6 +120,7 @@ enum {
         convt_load_##S load[CONVT_STORAGE_COUNT];                                         \
         convt_store_##S store[CONVT_STORAGE_COUNT];                                       \
         convt_pack_pair_##S pack_pair;                                                    \
+        convt_transpose_##S transpose;                                                    \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

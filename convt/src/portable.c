@@ -202,6 +202,30 @@ PORTABLE_ROW(convt_portable_row_f64, double)
 PORTABLE_RUNS(f32, float)
 PORTABLE_RUNS(f64, double)
 
+/* Transposes in square blocks of TRANSPOSE_BLOCK: each block reads and writes
+ * whole cache lines of its rows instead of one element per line; the vector
+ * sets transpose the blocks' interiors in registers and call this for edges. */
+#define TRANSPOSE_BLOCK 16
+#define PORTABLE_TRANSPOSE(S, T)                                                          \
+    void convt_portable_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,       \
+                                      ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride, \
+                                      const T *bias)                                      \
+    {                                                                                     \
+        ptrdiff_t r0, c0, r, c, r_end, c_end;                                             \
+        for (r0 = 0; r0 < rows; r0 += TRANSPOSE_BLOCK) {                                  \
+            r_end = r0 + TRANSPOSE_BLOCK < rows ? r0 + TRANSPOSE_BLOCK : rows;            \
+            for (c0 = 0; c0 < cols; c0 += TRANSPOSE_BLOCK) {                              \
+                c_end = c0 + TRANSPOSE_BLOCK < cols ? c0 + TRANSPOSE_BLOCK : cols;        \
+                for (c = c0; c < c_end; ++c)                                              \
+                    for (r = r0; r < r_end; ++r)                                          \
+                        dst[c * dst_stride + r] = bias ? src[r * src_stride + c] + bias[r] \
+                                                       : src[r * src_stride + c];         \
+            }                                                                             \
+        }                                                                                 \
+    }
+PORTABLE_TRANSPOSE(f32, float)
+PORTABLE_TRANSPOSE(f64, double)
+
 /* Conversions to and from storage: exact widening, one rounding on the way out. */
 #define PORTABLE_CONVERSIONS(S, T)                                                        \
     void convt_portable_load_f16_##S(T *dst, const void *src, ptrdiff_t count)            \
@@ -257,6 +281,7 @@ PORTABLE_CONVERSIONS(f64, double)
         {0}, {0}, {{0}}, {{{0}}},                                                         \
         convt_portable_row_##S, convt_portable_channels_##S, convt_portable_interleave_##S,                            \
         convt_portable_store_even_##S, convt_portable_add_bias_##S,                       \
-        CONVT_PORTABLE_LOADS(S), CONVT_PORTABLE_STORES(S)};
+        CONVT_PORTABLE_LOADS(S), CONVT_PORTABLE_STORES(S), 0,                             \
+        convt_portable_transpose_##S};
 PORTABLE_SET(f32, F32, NR_F32)
 PORTABLE_SET(f64, F64, NR_F64)

@@ -123,6 +123,17 @@
         for (i = 0; i < count; ++i) dst[i] = src[i] + bias;                                 \
     }                                                                                       \
                                                                                             \
+    void convt_reference_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,       \
+                                       ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride,  \
+                                       const T *bias)                                       \
+    {                                                                                       \
+        ptrdiff_t r, c;                                                                     \
+        for (r = 0; r < rows; ++r)                                                          \
+            for (c = 0; c < cols; ++c)                                                      \
+                dst[c * dst_stride + r] =                                                   \
+                    bias ? src[r * src_stride + c] + bias[r] : src[r * src_stride + c];      \
+    }                                                                                       \
+                                                                                            \
     void convt_reference_load_##S(int storage, T *dst, const void *src, ptrdiff_t count)   \
     {                                                                                       \
         ptrdiff_t i;                                                                        \

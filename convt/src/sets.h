@@ -97,7 +97,10 @@ static inline void convt_row_interior(ptrdiff_t taps, const ptrdiff_t *offsets,
     void convt_portable_store_f16_##S(void *dst, const T *src, ptrdiff_t count, T bias);  \
     void convt_portable_store_bf16_##S(void *dst, const T *src, ptrdiff_t count, T bias); \
     void convt_portable_store_f32_##S(void *dst, const T *src, ptrdiff_t count, T bias);  \
-    void convt_portable_store_f64_##S(void *dst, const T *src, ptrdiff_t count, T bias);
+    void convt_portable_store_f64_##S(void *dst, const T *src, ptrdiff_t count, T bias);  \
+    void convt_portable_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,       \
+                                      ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride, \
+                                      const T *bias);
 CONVT_DECLARE_PORTABLE(f32, float)
 CONVT_DECLARE_PORTABLE(f64, double)
 
@@ -117,7 +120,10 @@ CONVT_DECLARE_PORTABLE(f64, double)
                             ptrdiff_t count, T *out, int accumulate);                     \
     void convt_avx2_interleave_##S(T *y, const T *even, const T *odd, ptrdiff_t pairs,    \
                                    T bias);                                               \
-    void convt_avx2_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias);
+    void convt_avx2_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias);        \
+    void convt_avx2_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,           \
+                                  ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride,     \
+                                  const T *bias);
 CONVT_DECLARE_AVX2(f32, float)
 CONVT_DECLARE_AVX2(f64, double)
 void convt_avx2_load_f16_f32(float *dst, const void *src, ptrdiff_t count);

@@ -228,12 +228,94 @@ void convt_avx2_store_f64_f64(void *dst, const double *src, ptrdiff_t count, dou
     convt_avx2_add_bias_f64((double *)dst, src, count, bias);
 }
 
+/* Transposes: 8 x 8 float (4 x 4 double) blocks in registers, the edges by
+ * the portable blocked loops.  Bias (one per source row) is added after the
+ * shuffle, as a vector along the destination row. */
+AVX2 static void transpose_8x8_f32(const float *src, ptrdiff_t src_stride, float *dst,
+                                   ptrdiff_t dst_stride, const float *bias)
+{
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + src_stride);
+    __m256 r2 = _mm256_loadu_ps(src + 2 * src_stride), r3 = _mm256_loadu_ps(src + 3 * src_stride);
+    __m256 r4 = _mm256_loadu_ps(src + 4 * src_stride), r5 = _mm256_loadu_ps(src + 5 * src_stride);
+    __m256 r6 = _mm256_loadu_ps(src + 6 * src_stride), r7 = _mm256_loadu_ps(src + 7 * src_stride);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    __m256 out[8];
+    int c;
+    out[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    out[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    out[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    out[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    out[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    out[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    out[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    if (bias) {
+        __m256 b = _mm256_loadu_ps(bias);
+        for (c = 0; c < 8; ++c) out[c] = _mm256_add_ps(out[c], b);
+    }
+    for (c = 0; c < 8; ++c) _mm256_storeu_ps(dst + c * dst_stride, out[c]);
+}
+
+AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, double *dst,
+                                   ptrdiff_t dst_stride, const double *bias)
+{
+    __m256d r0 = _mm256_loadu_pd(src), r1 = _mm256_loadu_pd(src + src_stride);
+    __m256d r2 = _mm256_loadu_pd(src + 2 * src_stride), r3 = _mm256_loadu_pd(src + 3 * src_stride);
+    __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    __m256d out[4];
+    int c;
+    out[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    out[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    out[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    out[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+    if (bias) {
+        __m256d b = _mm256_loadu_pd(bias);
+        for (c = 0; c < 4; ++c) out[c] = _mm256_add_pd(out[c], b);
+    }
+    for (c = 0; c < 4; ++c) _mm256_storeu_pd(dst + c * dst_stride, out[c]);
+}
+
+/* Square blocks of B x B in registers over the largest multiple of B rows and
+ * columns, column strips first (each destination row is written left to right
+ * by consecutive blocks), then the edges. */
+#define AVX2_TRANSPOSE(S, T, B, BLOCK)                                                    \
+    AVX2 void convt_avx2_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,      \
+                                       ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride, \
+                                       const T *bias)                                     \
+    {                                                                                     \
+        ptrdiff_t r, c, whole_rows = rows - rows % B, whole_cols = cols - cols % B;      \
+        for (c = 0; c < whole_cols; c += B)                                               \
+            for (r = 0; r < whole_rows; r += B)                                           \
+                BLOCK(src + r * src_stride + c, src_stride, dst + c * dst_stride + r,    \
+                      dst_stride, bias ? bias + r : NULL);                                \
+        if (whole_rows < rows)                                                            \
+            convt_portable_transpose_##S(rows - whole_rows, cols,                         \
+                                         src + whole_rows * src_stride, src_stride,       \
+                                         dst + whole_rows, dst_stride,                    \
+                                         bias ? bias + whole_rows : NULL);                \
+        if (whole_cols < cols)                                                            \
+            convt_portable_transpose_##S(whole_rows, cols - whole_cols, src + whole_cols, \
+                                         src_stride, dst + whole_cols * dst_stride,       \
+                                         dst_stride, bias);                               \
+    }
+AVX2_TRANSPOSE(f32, float, 8, transpose_8x8_f32)
+AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64)
+
 #define AVX2_SET(S, TYPE, NR)                                                             \
     const convt_kernels_##S convt_avx2_##S = {                                            \
         "avx2", MR, NR, CONVT_SET_PACK | CONVT_SET_FUSED,                                 \
         GEMM_TABLE(TYPE, ), GEMM_TABLE(TYPE, _pack), {0}, {{0}}, {{{0}}},                 \
         convt_avx2_row_##S, channels_##S, convt_avx2_interleave_##S, convt_portable_store_even_##S,     \
-        convt_avx2_add_bias_##S, CONVT_AVX2_LOADS_##TYPE, CONVT_AVX2_STORES_##TYPE};
+        convt_avx2_add_bias_##S, CONVT_AVX2_LOADS_##TYPE, CONVT_AVX2_STORES_##TYPE, 0,    \
+        convt_avx2_transpose_##S};
 AVX2_SET(f32, F32, 16)
 AVX2_SET(f64, F64, 8)
 

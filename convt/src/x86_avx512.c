@@ -226,7 +226,7 @@ const convt_kernels_f32 convt_avx512_f32 = {
      {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      AVX512_NO_STORES},
-    AVX512_SHARED_F32, pack_pair_f32};
+    AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
     "avx512", MR, 8, AVX512_FLAGS,
@@ -234,7 +234,7 @@ const convt_kernels_f64 convt_avx512_f64 = {
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
-    AVX512_SHARED_F64, pack_pair_f64};
+    AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64};
 
 
 /* The FMA probe (cpu.h, convt_fma512_speedup): the same register-only loop on
