@@ -14,7 +14,9 @@ Memory stays bounded: entries (the copy plus the packed weights) are evicted
 least recently used beyond ``CONVT_WEIGHT_CACHE_MIB`` mebibytes (default
 :data:`DEFAULT_BUDGET_MIB`; 0 turns the cache off), a layer keeps at most
 :data:`ENTRIES_PER_PLAN` sets of weights, and no entry may take more than a
-quarter of the budget.  Only C-contiguous, finite weights are kept.
+quarter of the budget.  Only finite weights whose elements fill one dense block
+of memory (in any axis order: a layout's view such as XOI seen as IOX) are
+kept, and they are copied and compared in that memory order.
 """
 
 from __future__ import annotations
@@ -46,9 +48,18 @@ def _key(run, arrays, finite):
     return (id(run), w.shape, w.dtype.str, arrays.w_strides.tobytes(), finite)
 
 
+def _memory_order(w):
+    """w's elements in the order they lie in memory, as a C-contiguous view, or None
+    when they do not fill one dense block (gaps, reversed axes)."""
+    if w.flags.c_contiguous:
+        return w
+    dense = w.transpose(sorted(range(w.ndim), key=lambda axis: -w.strides[axis]))
+    return dense if dense.flags.c_contiguous else None
+
+
 def cacheable(arrays):
     """Whether the weights of a call can be remembered (compared with one memcmp)."""
-    return arrays.w.flags.c_contiguous and budget_bytes() > 0
+    return _memory_order(arrays.w) is not None and budget_bytes() > 0
 
 
 def lookup(run, arrays, finite, threads=1):
@@ -59,7 +70,7 @@ def lookup(run, arrays, finite, threads=1):
     key = _key(run, arrays, finite)
     with _lock:
         entries = list(_plans.get(key, ()))
-    w = arrays.w
+    w = _memory_order(arrays.w)
     for entry in entries:
         held_run, copy, packed = entry
         if held_run is run and load().same_bytes(copy, w, threads):
@@ -82,7 +93,7 @@ def store(run, arrays, finite, packed):
     if 4 * size > budget:
         return
     packed.flags.writeable = False  # shared by every later call that finds it
-    entry = (run, arrays.w.copy(), packed)
+    entry = (run, _memory_order(arrays.w).copy(), packed)
     key = _key(run, arrays, finite)
     with _lock:
         entries = _plans.pop(key, [])

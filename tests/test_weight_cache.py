@@ -83,11 +83,41 @@ def test_budget_bounds_the_memory_and_zero_turns_it_off(monkeypatch):
         assert 0 < _weight_cache.held_bytes() <= 1 << 20
 
 
+@pytest.mark.parametrize("layout", ["fortran", "XOI filter"])
+def test_weights_of_other_memory_orders_are_remembered_in_that_order(layout):
+    x, w = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=1)
+    if layout == "fortran":
+        user_w, edit = np.asfortranarray(w), (0, 1, 2, 0)
+    else:  # (k..., M, C) contiguous, seen by the engine as a (C, M, k...) view
+        layer.set_params(filter_format="XOI")
+        user_w, edit = np.ascontiguousarray(np.moveaxis(w, (0, 1), (-1, -2))), (2, 0, 1, 3)
+
+    def check():
+        got = layer.apply(x, user_w)
+        view = user_w if layout == "fortran" else np.moveaxis(user_w, (-1, -2), (0, 1))
+        expected = reference_conv_transpose(x, view, strides=(2, 2), pads=(1, 1, 1, 1))
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+    check()
+    held = _weight_cache.held_bytes()
+    assert held >= w.nbytes  # remembered although not C-contiguous
+    check()
+    assert _weight_cache.held_bytes() == held  # found, not packed again
+    user_w[edit] += 1.0  # an edit in place is seen
+    check()
+    # reversed axes do not fill memory in any order of axes: packed every call
+    reversed_w = w[:, :, ::-1, :]
+    before = _weight_cache.held_bytes()
+    _check(layer.set_params(filter_format="IOX"), x, reversed_w)
+    assert _weight_cache.held_bytes() == before
+
+
 def test_views_and_conv_weights():
     x, w = _arrays()
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
-    _check(layer, x, np.asfortranarray(w))  # not C-contiguous: packed every call
-    _check(layer, x, np.asfortranarray(w))
+    _check(layer, x, w[:, :, ::-1, ::-1])  # not one dense block: packed every call
+    _check(layer, x, w[:, :, ::-1, ::-1])
     conv = Conv(strides=(2, 1), pads=(1, 0, 1, 1))
     cx = np.random.default_rng(3).standard_normal((1, 8, 9, 7))
     cw = np.random.default_rng(4).standard_normal((16, 8, 3, 3))
