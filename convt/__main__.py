@@ -76,7 +76,9 @@ def info():
     reported = load_kernels().l1_data_bytes()
     print(f"  L1 data cache: {_dispatch.l1_data_bytes() // 1024} KiB per core"
           + ("" if reported else " (assumed: neither the CPU nor the OS reports it)")
-          + f"; K chunks of up to {_dispatch.chunk_depth()} steps")
+          + f"; K chunks of up to {_dispatch.chunk_depth()} steps"
+          + (f" (sized to SPLIT_FMA_L1_FACTOR={_dispatch.SPLIT_FMA_L1_FACTOR} x L1: 512-bit "
+             "FMAs split)" if _dispatch.split_512_fma() else ""))
     speedup = _dispatch.fma_512_speedup()
     if speedup:
         print(f"  512-bit FMAs: {speedup:.2f}x the 256-bit rate per FLOP, measured: "

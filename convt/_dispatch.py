@@ -85,6 +85,16 @@ MAX_DEPTH = 2048
 # dcgan 10-11% and the VAE decoder 4-5% slower.
 K_STEP_BYTES = 128
 MIN_DEPTH = 128
+# A core that splits 512-bit FMAs in two (NATIVE_512_MIN_SPEEDUP) retires one
+# 512-bit FMA per cycle, so the AVX-512 kernels need half the loads per cycle
+# of a native core and B rows stream from L2 as fast as they are used; chunks
+# sized to L1 there only add passes over C (or over y, for exact stacks that
+# store into it).  On 2 Zen 4 cores (separate processes, 3 runs each), chunks
+# sized as if L1 were 8 times larger (1365 steps, 2048 for packed pairs) ran
+# k4s2 layers 7-12% faster (dcgan in float32 and float16, VAE decoder, 64 -> 32
+# on 32x32), a k16s8 vocoder 8%, 3x3 and k16s8 layers 3-4%, 2x2x2 volumes 5%;
+# 16 times gained no more.
+SPLIT_FMA_L1_FACTOR = 8
 # L1 data cache assumed when neither the CPU nor the OS reports one.
 DEFAULT_L1_BYTES = 32 * 1024
 # Columns a tile is cut into when a single grid row exceeds the budget (BLAS,
@@ -511,16 +521,29 @@ def l1_data_bytes():
     return load().l1_data_bytes() or DEFAULT_L1_BYTES
 
 
+def split_512_fma():
+    """Whether this core has AVX-512 but splits its FMAs in two (see NATIVE_512_MIN_SPEEDUP)."""
+    return 0 < fma_512_speedup() < NATIVE_512_MIN_SPEEDUP
+
+
+def _chunk_bytes():
+    """The cache a K chunk's B rows are sized to: the L1 data cache, SPLIT_FMA_L1_FACTOR
+    times it where 512-bit FMAs are split."""
+    return l1_data_bytes() * (SPLIT_FMA_L1_FACTOR if split_512_fma() else 1)
+
+
 def chunk_depth():
-    """Longest K chunk on this CPU: two thirds of its L1 data cache holds the
-    chunk's B rows (K_STEP_BYTES per step), between MIN_DEPTH and MAX_DEPTH."""
-    return min(MAX_DEPTH, max(MIN_DEPTH, l1_data_bytes() * 2 // (3 * K_STEP_BYTES)))
+    """Longest K chunk on this CPU: two thirds of its L1 data cache (see
+    SPLIT_FMA_L1_FACTOR) holds the chunk's B rows (K_STEP_BYTES per step), between
+    MIN_DEPTH and MAX_DEPTH."""
+    return min(MAX_DEPTH, max(MIN_DEPTH, _chunk_bytes() * 2 // (3 * K_STEP_BYTES)))
 
 
 def pair_chunk_depth(vector_bytes):
     """Longest K chunk of an exact stack whose pair panels are packed: both operands'
-    ``vector_bytes`` per step (a panel's positions) in two thirds of the L1 data cache."""
-    return min(MAX_DEPTH, max(MIN_DEPTH, l1_data_bytes() * 2 // (3 * 2 * vector_bytes)))
+    ``vector_bytes`` per step (a panel's positions) in two thirds of the L1 data cache
+    (see SPLIT_FMA_L1_FACTOR)."""
+    return min(MAX_DEPTH, max(MIN_DEPTH, _chunk_bytes() * 2 // (3 * 2 * vector_bytes)))
 
 
 def tuning():
@@ -528,7 +551,7 @@ def tuning():
     every cache key that a decision feeds."""
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
-            K_STEP_BYTES, MIN_DEPTH,
+            K_STEP_BYTES, MIN_DEPTH, SPLIT_FMA_L1_FACTOR,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES)

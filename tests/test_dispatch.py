@@ -63,6 +63,7 @@ def test_l1_data_cache_is_what_the_os_reports():
                                        (4 * 1024, 128), (8 << 20, 2048)])
 def test_k_chunks_fill_two_thirds_of_the_l1_data_cache(monkeypatch, l1, depth):
     monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: l1)
+    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 2.0)  # native (or 0: no AVX-512)
     assert _dispatch.chunk_depth() == depth
     decision = _dispatch.decide(_problem((1, 256, 16, 16), (256, 128, 4, 4), strides=(2, 2)))
     assert decision.blocking.max_depth == depth
@@ -196,6 +197,18 @@ def test_the_wide_avx512_set_needs_native_512_bit_fmas(monkeypatch):
         assert _dispatch._choose_kernel_set(large, "gemm", None, {})[0] == expected
 
 
+@pytest.mark.parametrize("speedup, depth, pair_depth",
+                         [(0.0, 170, 128), (1.0, 1365, 682), (1.2, 1365, 682), (1.9, 170, 128),
+                          (2.1, 170, 128)])
+def test_k_chunks_are_sized_to_several_l1s_where_512_bit_fmas_are_split(monkeypatch, speedup,
+                                                                       depth, pair_depth):
+    # 32 KiB of L1; split 512-bit FMAs (speedup below 1.5, above 0): 8 times that
+    monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: 32 * 1024)
+    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: speedup)
+    assert _dispatch.chunk_depth() == depth                 # 128-byte B steps
+    assert _dispatch.pair_chunk_depth(128) == pair_depth    # two 64-byte vectors
+
+
 def test_the_fma_probe_measures_a_width_ratio_of_one_or_two():
     speedup = _kernels.avx512_fma_speedup()
     if "avx512f" not in _kernels.cpu_features():
@@ -212,6 +225,7 @@ def test_the_fma_probe_measures_a_width_ratio_of_one_or_two():
 def test_packed_pair_chunks_hold_both_operands_in_two_thirds_of_l1(monkeypatch, l1, vector_bytes,
                                                                    depth):
     monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: l1)
+    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 0.0)  # no AVX-512
     assert _dispatch.pair_chunk_depth(vector_bytes) == depth
 
 
