@@ -195,6 +195,10 @@ def tune_wide(args):
     report("WIDE_MIN_WORK / WIDE_MIN_POSITIONS: avx512 vs avx512_wide", rows,
            ["layer", "M multiply-adds", "avx512 ms", "avx512_wide ms", "wide speed-up",
             "chosen now"])
+    print(f"   512-bit FMAs measured at {_dispatch.fma_512_speedup():.2f}x the 256-bit rate per "
+          f"FLOP: {'native' if _dispatch.native_512_fma() else 'split'} (the wide set needs "
+          f">= NATIVE_512_MIN_SPEEDUP={_dispatch.NATIVE_512_MIN_SPEEDUP}; the table above forces "
+          f"both sets)")
     print(f"   now: wide from {_dispatch.WIDE_MIN_WORK} multiply-adds "
           f"({_dispatch.WIDE_MIN_WORK_PAIRED} for exact-stack layers: k4s2 and the like) on "
           f"rows of {_dispatch.WIDE_MIN_POSITIONS} or more; choose the smallest work above "
@@ -248,6 +252,11 @@ def tune_max_depth(args):
                       for b in (32, 64, 128, 256, 512)) + " steps")
     _sweep(args, "bytes of B rows per K step in L1", "K_STEP_BYTES", [32, 64, 128, 256, 512],
            layers)
+    if _dispatch.split_512_fma():
+        # exact stacks (k4s2) too: their pair chunks follow the same factor
+        layers.append(Layer((1, 256, 64, 64), (256, 128, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)))
+        _sweep(args, "L1s a K chunk's B rows are sized to (512-bit FMAs split here)",
+               "SPLIT_FMA_L1_FACTOR", [1, 2, 4, 8, 16], layers)
 
 
 def tune_min_work_items(args):
