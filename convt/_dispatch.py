@@ -163,13 +163,13 @@ MAX_THREADS = 256
 # Multiply-adds a thread must get before another one is woken.  Back to back,
 # the second thread pays off on small maps: on 2 Zen 4 vCPUs (benchmarks/
 # tune.py --only threads) a 1 x 64 -> 32 k4 s2 layer ran 1.09x faster on 2
-# threads at 0.5 M multiply-adds, 1.12x at 2.1 M (8x8 map: 94 -> 83 us), 1.39x
-# at 8.4 M.  After an idle pause, waking the second core cost that 8x8 call
-# about 10% (0.35 -> 0.38 ms, the first call after a pause being slow anyway),
-# and on a machine whose other core is busy the 8x8 call still ran faster with
-# 2 threads than with 1 (benchmarks/robustness.py).  Calls under 2 M
-# multiply-adds stay on one thread: there the gain is within the noise and
-# waking a second core after a pause costs more than it saves.
+# threads at 0.5 M multiply-adds, 1.12x at 2.1 M (the 8x8 map; robustness.py:
+# 0.079 -> 0.059 ms, onnxruntime 0.057) and 1.39x at 8.4 M.  After an idle
+# pause, waking the second core cost the 8x8 call 10-30% (0.33-0.35 -> 0.38-0.43
+# ms; PyTorch 1.7 ms), and with the other core busy it still ran faster on 2
+# threads than on 1 (robustness.py).  Calls under 2 M multiply-adds stay on one
+# thread: there the gain is within the noise and the wake after a pause costs
+# more than it saves.
 MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
