@@ -116,6 +116,13 @@ PACK_MIN_BLOCKS = 4
 # blocks of 12 rows gained 3-11% (k4s2, 64 to 256 channels), 6 blocks lost 6%
 # (16 channels, float64).
 PAIR_PACK_MIN_BLOCKS = 8
+# Neither packing pays where 512-bit FMAs are split (NATIVE_512_MIN_SPEEDUP):
+# the AVX-512 kernels issue half the loads per cycle there, so straddling B rows
+# cost little and the copy is pure overhead.  On 2 Zen 4 cores (separate
+# processes, 3 runs each) turning B and pair packing off made unet2d k2s2 13%,
+# unet3d 6%, dcgan k4s2 and the VAE decoder 3%, audio k16s8 and float64 k4s2
+# 2%, batch 3x3 1.5% faster.  The AVX2 kernels (two B loads per row step) keep
+# packing on every CPU (`tune.py --only pack`: never packing lost 6-20% on Zen 4).
 # Blocked summation: about 2 sqrt(depth) steps per block minimise float32
 # errors; these steps are cheap for the kernels' loop structure.
 SUM_BLOCK_SHALLOW = 32
@@ -482,14 +489,19 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         reasons.append("exact stacks: the set has pair kernels"
                        + ("" if problem.y_rows_contiguous else
                           "; y's rows are strided, so they go through the product buffer"))
+    # AVX-512 kernels on a core that splits their FMAs: B rows read in place
+    packs = not blas and not (name in ("avx512", "avx512_wide") and split_512_fma())
+    if not packs and not blas and kernels.has(SET_PACK):
+        reasons.append("no B packing: 512-bit FMAs split, the kernels' loads are not the limit")
     decision = Decision(
         engine="gemm",
         kernel_set=name,
         storage=storage,
         accumulation=accumulation,
         blocking=blocking,
-        pack_min_blocks=PACK_MIN_BLOCKS if kernels.has(SET_PACK) and not blas else 0,
-        pair_pack_min_blocks=PAIR_PACK_MIN_BLOCKS if pairs and kernels.has(SET_PACK_PAIRS) else 0,
+        pack_min_blocks=PACK_MIN_BLOCKS if packs and kernels.has(SET_PACK) else 0,
+        pair_pack_min_blocks=(PAIR_PACK_MIN_BLOCKS if packs and pairs
+                              and kernels.has(SET_PACK_PAIRS) else 0),
         half_panels=kernels.has(SET_HALF) and not blas,
         masked_stores=masked,
         input_is_tile=(blas and problem.dtype == accumulation

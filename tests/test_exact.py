@@ -100,12 +100,42 @@ def test_storing_stacks_take_the_pair_chunk(dtype, kernel_set, monkeypatch):
 def test_packed_pair_panels_change_no_bit(name, dtype, kernel_set, monkeypatch):
     # every full pair panel of a storing stack copied before its row blocks (sets
     # with pack_pair), and no copy: the kernels see the same values in the same order
+    # (forced through the decision: where 512-bit FMAs are split, convt never packs)
+    family = next(f for f in _dispatch.families() if f.name == kernel_set)
+    if not family.f32.has(_dispatch.SET_PACK_PAIRS):
+        pytest.skip(f"{kernel_set} has no pack_pair kernel")
     x, w, b, params = _operands(name, dtype, with_bias=True)
-    results = []
-    for min_blocks in (1, 10**6):
-        monkeypatch.setattr(_dispatch, "PAIR_PACK_MIN_BLOCKS", min_blocks)
-        monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
-        results.append(run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2, **params))
+    monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
+    results = [run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2,
+                          overrides={"pair_pack_min_blocks": min_blocks}, **params)
+               for min_blocks in (1, 0)]
+    assert_matches_reference(results[0], x, w, b, **params)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+PACK_SETS = [family.name for family in _dispatch.families()
+             if family.available and family.f32.has(_dispatch.SET_PACK)]
+
+
+@pytest.mark.parametrize("kernel_set", PACK_SETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["k3s1", "k2s2_3d", "k16s8_1d"])
+def test_packed_b_panels_change_no_bit(case, dtype, kernel_set, monkeypatch):
+    # the first row block of a panel copies the B rows it reads for the next blocks
+    # (gemm_pack), or every block reads them in place: the same values, same order
+    x_shape, w_shape, params = {
+        "k3s1": ((2, 5, 6, 37), (5, 29, 3, 3), dict(pads=(1, 1, 1, 1))),
+        "k2s2_3d": ((1, 6, 3, 4, 19), (6, 30, 2, 2, 2), dict(strides=(2, 2, 2))),
+        "k16s8_1d": ((2, 7, 21), (7, 27, 16), dict(strides=(8,), pads=(4, 4))),
+    }[case]
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[1]).astype(dtype)
+    monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
+    results = [run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2,
+                          overrides={"pack_min_blocks": min_blocks}, **params)
+               for min_blocks in (1, 0)]
     assert_matches_reference(results[0], x, w, b, **params)
     np.testing.assert_array_equal(results[0], results[1])
 
