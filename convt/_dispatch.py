@@ -590,7 +590,9 @@ def resolve_threads(num_threads, work_items, multiply_adds):
     """Threads to use: ``num_threads``, or :func:`default_threads`; never more than
     the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each can keep busy.
     Results do not depend on it."""
+    feeds = max(1, multiply_adds // MIN_MULTIPLY_ADDS_PER_THREAD)
+    if min(work_items, feeds) <= 1:
+        return 1  # without asking the OS for the cores (a system call) on tiny calls
     if num_threads is None:
         num_threads = default_threads()
-    feeds = max(1, multiply_adds // MIN_MULTIPLY_ADDS_PER_THREAD)
     return max(1, min(num_threads, work_items, feeds, MAX_THREADS))
