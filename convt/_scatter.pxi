@@ -87,6 +87,16 @@ cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows
         return
     # interleave a chunk of whole output groups, then store it as one run
     done = 0
+    if stride == 2:  # a constant stride the compiler vectorises (narrow storage)
+        while done < count:
+            chunk = min(count - done, 32)
+            for t in range(chunk):
+                merged[2 * t] = rows[0][done + t]
+                merged[2 * t + 1] = rows[1][done + t]
+            store_run(&g.storage, <char*>element(g.ops.y, offset + done * 2 * step, storage),
+                      step, merged, 2 * chunk, bias)
+            done = done + chunk
+        return
     while done < count:
         chunk = min(count - done, 64 // stride)
         for t in range(chunk):
