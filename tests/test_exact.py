@@ -114,7 +114,8 @@ def test_packed_pair_panels_change_no_bit(name, dtype, kernel_set, monkeypatch):
 
 
 PACK_SETS = [family.name for family in _dispatch.families()
-             if family.available and family.f32.has(_dispatch.SET_PACK)]
+             if family.available and family.f32.has(_dispatch.SET_PACK)] or [
+    pytest.param(None, marks=pytest.mark.skip(reason="no kernel set with B packing runs here"))]
 
 
 @pytest.mark.parametrize("kernel_set", PACK_SETS)
