@@ -417,11 +417,11 @@ def _choose_kernel_set(problem, engine, forced, environ):
         depth = problem.cg * max_stack_taps(problem.geometry, problem.transpose)
         if depth < AVX512_MIN_DEPTH:
             return "avx2", f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH}"
-    if best == "avx512" and "avx512_wide" in available_kernel_sets() and not native_512_fma():
-        return best, (f"the best family this CPU runs (512-bit FMAs measured at "
-                      f"{fma_512_speedup():.2f}x the 256-bit rate < NATIVE_512_MIN_SPEEDUP="
-                      f"{NATIVE_512_MIN_SPEEDUP}: split, so avx512_wide gains nothing)")
     if best == "avx512" and "avx512_wide" in available_kernel_sets():
+        if not native_512_fma():
+            return best, (f"the best family this CPU runs (512-bit FMAs measured at "
+                          f"{fma_512_speedup():.2f}x the 256-bit rate < NATIVE_512_MIN_SPEEDUP="
+                          f"{NATIVE_512_MIN_SPEEDUP}: split, so avx512_wide gains nothing)")
         work = problem.multiply_adds()
         positions = min(problem.geometry.input_shape[-1], problem.geometry.output_shape[-1])
         name, least = (("WIDE_MIN_WORK_PAIRED", WIDE_MIN_WORK_PAIRED) if _paired(problem)

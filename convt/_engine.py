@@ -380,15 +380,15 @@ def _packed_weights(arrays, run, threads, finite):
     (convt._weight_cache), else packed now."""
     from ._compiled import load
 
-    cacheable = _weight_cache.cacheable(arrays)
-    if cacheable:
-        packed = _weight_cache.lookup(run, arrays, finite, threads)
+    dense = _weight_cache.cacheable(arrays)
+    if dense is not None:
+        packed = _weight_cache.lookup(run, arrays, dense, finite, threads)
         if packed is not None:
             return packed, 0
     packed = np.empty(run.plan.packed_size, dtype=run.decision.accumulation)
     non_finite = load().pack_weights(arrays, run.scalars, run.plan, packed, threads, finite)
-    if cacheable and not non_finite:
-        _weight_cache.store(run, arrays, finite, packed)
+    if dense is not None and not non_finite:
+        _weight_cache.store(run, arrays, dense, finite, packed)
     return packed, non_finite
 
 

@@ -87,21 +87,16 @@ cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows
         return
     # interleave a chunk of whole output groups, then store it as one run
     done = 0
-    if stride == 2:  # a constant stride the compiler vectorises (narrow storage)
-        while done < count:
-            chunk = min(count - done, 32)
+    while done < count:
+        chunk = min(count - done, 64 // stride)
+        if stride == 2:  # a constant stride, which the compiler vectorises
             for t in range(chunk):
                 merged[2 * t] = rows[0][done + t]
                 merged[2 * t + 1] = rows[1][done + t]
-            store_run(&g.storage, <char*>element(g.ops.y, offset + done * 2 * step, storage),
-                      step, merged, 2 * chunk, bias)
-            done = done + chunk
-        return
-    while done < count:
-        chunk = min(count - done, 64 // stride)
-        for t in range(chunk):
-            for q in range(stride):
-                merged[t * stride + q] = rows[q][done + t]
+        else:
+            for t in range(chunk):
+                for q in range(stride):
+                    merged[t * stride + q] = rows[q][done + t]
         store_run(&g.storage, <char*>element(g.ops.y, offset + done * stride * step, storage),
                   step, merged, chunk * stride, bias)
         done = done + chunk
@@ -246,6 +241,10 @@ cdef enum:
     TRANSPOSE_POSITIONS = 16
     MIN_CHANNEL_RUN = 8
 
+# The bias of up to 256 channels without one (a static array: zero bits, zeros
+# of either accumulation type).
+cdef double ZERO_BIAS[256]
+
 
 cdef void scatter_channels_last(const Gemm* g, const GemmStack* stack, const WorkItem* item,
                                 const Py_ssize_t* lead, TileSpan tile,
@@ -269,8 +268,7 @@ cdef void scatter_channels_last(const Gemm* g, const GemmStack* stack, const Wor
     cdef const acc_t* column
     cdef acc_t added
     cdef acc_t block[TRANSPOSE_POSITIONS * 256]
-    cdef acc_t zeros[256]
-    memset(zeros, 0, sizeof(zeros))
+    cdef const acc_t* zeros = <const acc_t*>ZERO_BIAS
     for row in range(tile.first_row, tile.end_row):
         rho = row_phase(row, mg, siblings, &m)
         # a run of channels starts at the tile's first rows and where a leading phase starts

@@ -58,19 +58,20 @@ def _memory_order(w):
 
 
 def cacheable(arrays):
-    """Whether the weights of a call can be remembered (compared with one memcmp)."""
-    return _memory_order(arrays.w) is not None and budget_bytes() > 0
+    """The weights of a call as they lie in memory, if they can be remembered (compared
+    with one memcmp), else None; ``lookup`` and ``store`` take this view."""
+    return _memory_order(arrays.w) if budget_bytes() > 0 else None
 
 
-def lookup(run, arrays, finite, threads=1):
-    """The packed weights of an earlier call of ``run`` with bitwise-equal weights, or None
-    (large weights are compared by up to ``threads`` threads)."""
+def lookup(run, arrays, w, finite, threads=1):
+    """The packed weights of an earlier call of ``run`` with bitwise-equal weights ``w``
+    (``cacheable(arrays)``), or None (large weights are compared by up to ``threads``
+    threads)."""
     from ._compiled import load
 
     key = _key(run, arrays, finite)
     with _lock:
         entries = list(_plans.get(key, ()))
-    w = _memory_order(arrays.w)
     for entry in entries:
         held_run, copy, packed = entry
         if held_run is run and load().same_bytes(copy, w, threads):
@@ -85,15 +86,16 @@ def lookup(run, arrays, finite, threads=1):
     return None
 
 
-def store(run, arrays, finite, packed):
-    """Remember ``packed`` as the packing of ``arrays.w`` by ``run`` (a copy of w is kept)."""
+def store(run, arrays, w, finite, packed):
+    """Remember ``packed`` as the packing of ``arrays.w`` by ``run`` (a copy of its memory-order
+    view ``w``, from ``cacheable(arrays)``, is kept)."""
     global _bytes
     budget = budget_bytes()
-    size = arrays.w.nbytes + packed.nbytes
+    size = w.nbytes + packed.nbytes
     if 4 * size > budget:
         return
     packed.flags.writeable = False  # shared by every later call that finds it
-    entry = (run, _memory_order(arrays.w).copy(), packed)
+    entry = (run, w.copy(), packed)
     key = _key(run, arrays, finite)
     with _lock:
         entries = _plans.pop(key, [])

@@ -105,12 +105,19 @@ def test_packed_pair_panels_change_no_bit(name, dtype, kernel_set, monkeypatch):
     if not family.f32.has(_dispatch.SET_PACK_PAIRS):
         pytest.skip(f"{kernel_set} has no pack_pair kernel")
     x, w, b, params = _operands(name, dtype, with_bias=True)
+    _assert_packing_changes_no_bit("pair_pack_min_blocks", kernel_set, x, w, b, params,
+                                   monkeypatch)
+
+
+def _assert_packing_changes_no_bit(field, kernel_set, x, w, b, params, monkeypatch):
+    """The call with the decision's ``field`` forcing packing (1) and forbidding it (0):
+    equal bit for bit, and right."""
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
-    results = [run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2,
-                          overrides={"pair_pack_min_blocks": min_blocks}, **params)
-               for min_blocks in (1, 0)]
-    assert_matches_reference(results[0], x, w, b, **params)
-    np.testing.assert_array_equal(results[0], results[1])
+    packed, in_place = (run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2,
+                                   overrides={field: min_blocks}, **params)
+                        for min_blocks in (1, 0))
+    assert_matches_reference(packed, x, w, b, **params)
+    np.testing.assert_array_equal(packed, in_place)
 
 
 PACK_SETS = [family.name for family in _dispatch.families()
@@ -133,12 +140,7 @@ def test_packed_b_panels_change_no_bit(case, dtype, kernel_set, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     b = rng.standard_normal(w_shape[1]).astype(dtype)
-    monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
-    results = [run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2,
-                          overrides={"pack_min_blocks": min_blocks}, **params)
-               for min_blocks in (1, 0)]
-    assert_matches_reference(results[0], x, w, b, **params)
-    np.testing.assert_array_equal(results[0], results[1])
+    _assert_packing_changes_no_bit("pack_min_blocks", kernel_set, x, w, b, params, monkeypatch)
 
 
 @each_pair_set

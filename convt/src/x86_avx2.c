@@ -230,7 +230,18 @@ void convt_avx2_store_f64_f64(void *dst, const double *src, ptrdiff_t count, dou
 
 /* Transposes: 8 x 8 float (4 x 4 double) blocks in registers, the edges by
  * the portable blocked loops.  Bias (one per source row) is added after the
- * shuffle, as a vector along the destination row. */
+ * shuffle, as a vector along the destination row: the N transposed vectors
+ * out[] plus bias, stored as the block's destination rows. */
+#define STORE_TRANSPOSED(V, N, LOADU, ADD, STOREU)                                        \
+    {                                                                                     \
+        int c;                                                                            \
+        if (bias) {                                                                       \
+            V b = LOADU(bias);                                                            \
+            for (c = 0; c < (N); ++c) out[c] = ADD(out[c], b);                            \
+        }                                                                                 \
+        for (c = 0; c < (N); ++c) STOREU(dst + c * dst_stride, out[c]);                   \
+    }
+
 AVX2 static void transpose_8x8_f32(const float *src, ptrdiff_t src_stride, float *dst,
                                    ptrdiff_t dst_stride, const float *bias)
 {
@@ -247,7 +258,6 @@ AVX2 static void transpose_8x8_f32(const float *src, ptrdiff_t src_stride, float
     __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
     __m256 out[8];
-    int c;
     out[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
     out[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
     out[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
@@ -256,11 +266,7 @@ AVX2 static void transpose_8x8_f32(const float *src, ptrdiff_t src_stride, float
     out[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
     out[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
     out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-    if (bias) {
-        __m256 b = _mm256_loadu_ps(bias);
-        for (c = 0; c < 8; ++c) out[c] = _mm256_add_ps(out[c], b);
-    }
-    for (c = 0; c < 8; ++c) _mm256_storeu_ps(dst + c * dst_stride, out[c]);
+    STORE_TRANSPOSED(__m256, 8, _mm256_loadu_ps, _mm256_add_ps, _mm256_storeu_ps)
 }
 
 AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, double *dst,
@@ -271,16 +277,11 @@ AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, doub
     __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
     __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
     __m256d out[4];
-    int c;
     out[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
     out[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
     out[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
     out[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
-    if (bias) {
-        __m256d b = _mm256_loadu_pd(bias);
-        for (c = 0; c < 4; ++c) out[c] = _mm256_add_pd(out[c], b);
-    }
-    for (c = 0; c < 4; ++c) _mm256_storeu_pd(dst + c * dst_stride, out[c]);
+    STORE_TRANSPOSED(__m256d, 4, _mm256_loadu_pd, _mm256_add_pd, _mm256_storeu_pd)
 }
 
 /* Square blocks of B x B in registers over the largest multiple of B rows and

@@ -237,7 +237,7 @@ const convt_kernels_f64 convt_avx512_f64 = {
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64};
 
 
-/* The FMA probe (cpu.h, convt_fma512_speedup): the same register-only loop on
+/* The FMA probe (cpu.h, convt_avx512_fma_speedup): the same register-only loop on
  * 512-bit and on 256-bit vectors, timed with the time-stamp counter, best of a
  * few interleaved runs (a run the OS interrupts only looks slower).  12
  * independent accumulators exceed FMA latency x pipes on current cores, so
