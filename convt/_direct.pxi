@@ -304,6 +304,8 @@ cdef void direct_row_in(const Direct* d, Py_ssize_t row, acc_t* floats,
     scratch.group_sources = <void**>(ints + 2 * d.problem.ndim + 2 * d.layout.max_sources)
     if d.layout.channels:
         channel_row(d, row, &scratch, floats)
+    elif d.layout.band_rows:
+        stencil_block(d, row, &scratch, <acc_t*>scratch.x_rows)
     else:
         direct_row(d, row, &scratch, floats)
 

@@ -36,6 +36,17 @@ DIRECT_MAX_WORK = 16
 # faster on rows of 192 to 512; the Zen 4 figures above were on rows of 256 up.
 DIRECT_MIN_ROW = 192
 
+# Conv layers with one input channel per group (depthwise, single-channel
+# filters) run the direct engine's stencil blocks (convt/_stencil.pxi): this
+# many output rows of the band axis at a time, so that each input vector loaded
+# feeds up to this many rows' FMAs and the edges are masked loads, not scalar
+# code.  Four rows x two vectors keep 8 accumulators in registers (AVX2's 16
+# registers included).
+STENCIL_ROWS = 4
+# ...for up to this many output channels per group: each output channel is its
+# own pass over the input, where the GEMM reads its input once for all of them.
+STENCIL_MAX_OUTPUTS = 4
+
 # --- kernel set choice -------------------------------------------------------
 # Below this reduction depth (input channels per group x taps of the deepest
 # stack) the AVX-512 kernels' register totals cost more than their wider FMAs
@@ -343,6 +354,7 @@ class Decision:
     masked_stores: bool = False
     input_is_tile: bool = False  # BLAS: x itself is a tile's operand for 1-tap stacks
     channel_vectors: bool = False  # direct: channels-last rows, channels as vector lanes
+    stencil_rows: int = 0        # direct: stencil blocks of this many band rows (0: rows)
     reasons: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -371,10 +383,31 @@ def _family(name):
     raise ValueError(f"no kernel family named {name!r}")
 
 
+def stencil_rows(problem):
+    """Band rows per stencil block for ``problem``, 0 where stencil blocks do not
+    serve it: Conv with one input channel per group and at most STENCIL_MAX_OUTPUTS
+    output channels per group, rows contiguous in x and y and of the accumulation
+    type, stride 1 on the last axis; STENCIL_ROWS rows where the band axis (the
+    second to last) has stride and dilation 1, else one."""
+    geometry = problem.geometry
+    if (problem.transpose or problem.cg != 1 or problem.mg > STENCIL_MAX_OUTPUTS
+            or problem.dtype != problem.accumulation
+            or not (problem.x_spatially_contiguous and problem.y_rows_contiguous)
+            or geometry.strides[-1] != 1):
+        return 0
+    if geometry.ndim >= 2 and geometry.strides[-2] == 1 and geometry.dilations[-2] == 1:
+        return STENCIL_ROWS
+    return 1
+
+
 def choose_engine(problem):
     """'direct' when a GEMM would be a few multiply-adds per position, else 'gemm'."""
     from ._plan import reaching_kernel_size
 
+    if stencil_rows(problem):
+        return "direct", ("stencil blocks: one input channel per group, "
+                          f"{problem.mg} output channel(s) per group <= STENCIL_MAX_OUTPUTS="
+                          f"{STENCIL_MAX_OUTPUTS}")
     if problem.channel_vectors():
         return "direct", ("channels-last depthwise: rows of all channels at once, the "
                           "channels as vector lanes")
@@ -462,9 +495,14 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         if channels:
             reasons.append(f"rows vectorised over {problem.out_channels} channels "
                            f"(channels innermost, one input channel per output channel)")
+        band = 0 if channels else stencil_rows(problem)
+        if band:
+            reasons.append(f"stencil blocks of {band} output row(s) (STENCIL_ROWS={STENCIL_ROWS}"
+                           + ("" if band > 1 else "; the band axis is strided or dilated")
+                           + "): each input vector feeds every row of the block, zero padding")
         decision = Decision("direct", name, storage, accumulation, None,
                             masked_stores=masked, channel_vectors=channels,
-                            reasons=tuple(reasons))
+                            stencil_rows=band, reasons=tuple(reasons))
         return replace(decision, **overrides)
     blas = name == "blas"
     pairs = not blas and kernels.has(SET_PAIRS)
@@ -566,7 +604,8 @@ def tuning():
             K_STEP_BYTES, MIN_DEPTH, SPLIT_FMA_L1_FACTOR,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
-            SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES)
+            SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES, STENCIL_ROWS,
+            STENCIL_MAX_OUTPUTS)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -134,7 +134,7 @@ def plan_for(problem, decision):
     return direct_plan(geometry, problem.batch, problem.out_channels,
                        _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores,
                        problem.transpose, decision.channel_vectors,
-                       problem.dtype != decision.accumulation)
+                       problem.dtype != decision.accumulation, decision.stencil_rows)
 
 
 def work_items(plan):
@@ -280,8 +280,9 @@ def execute(call, x, w, b, y, num_threads, backend=None):
                 run = execution(run.problem, "direct", backend if backend != "blas" else None)
             _run_direct(arrays, run, threads)
         return result
-    if decision.engine == "direct" and not np.isfinite(w).all():
-        # the direct engine skips padding; Conv multiplies its zeros by every weight
+    if decision.engine == "direct" and not decision.stencil_rows and not np.isfinite(w).all():
+        # the direct engine's rows skip padding; Conv multiplies its zeros by every
+        # weight (as the stencil blocks do)
         run = execution(run.problem, "gemm", backend)
         threads = _dispatch.resolve_threads(num_threads, work_items(run.plan), run.multiply_adds)
         b_acc = None if b is None else np.ascontiguousarray(b, dtype=run.decision.accumulation)
@@ -516,8 +517,10 @@ class Explanation:
         else:
             layout = plan.layout[0]
             workspace = layout["floats"] * decision.accumulation.itemsize
-            lines.append(f"  {layout['rows']} output rows on {self.threads} thread(s); "
-                         f"workspace {workspace / 2**10:.0f} KiB per thread")
+            units = (f"blocks of up to {layout['band_rows']} output rows" if layout["band_rows"]
+                     else "output rows")
+            lines.append(f"  {layout['rows']} {units} on {self.threads} thread(s); "
+                         f"workspace {workspace / 2**10:.1f} KiB per thread")
         return "\n".join(lines)
 
 

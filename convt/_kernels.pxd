@@ -55,6 +55,18 @@ cdef extern from "kernel_set.h" nogil:
                                          float*, Py_ssize_t, const float*)
     ctypedef void (*convt_transpose_f64)(Py_ssize_t, Py_ssize_t, const double*, Py_ssize_t,
                                          double*, Py_ssize_t, const double*)
+    ctypedef struct convt_stencil_shape:
+        Py_ssize_t rows
+        Py_ssize_t kernel_rows
+        Py_ssize_t taps
+        const Py_ssize_t* offsets
+        Py_ssize_t in_size
+        Py_ssize_t count
+        Py_ssize_t out_stride
+    ctypedef void (*convt_stencil_f32)(const convt_stencil_shape*, const float* const*,
+                                       const float*, float*, int)
+    ctypedef void (*convt_stencil_f64)(const convt_stencil_shape*, const double* const*,
+                                       const double*, double*, int)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -75,6 +87,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_store_f32 store[4]
         convt_pack_pair_f32 pack_pair
         convt_transpose_f32 transpose
+        convt_stencil_f32 stencil
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -95,6 +108,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_store_f64 store[4]
         convt_pack_pair_f64 pack_pair
         convt_transpose_f64 transpose
+        convt_stencil_f64 stencil
 
     ctypedef struct convt_family:
         const char* name
@@ -188,6 +202,7 @@ cdef extern from "records.h" nogil:
     ctypedef struct DirectLayout "convt_direct_layout":
         Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
         Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose, channels
+        Py_ssize_t band_rows
     const char* const* convt_axis_fields
     const char* const* convt_problem_fields
     const char* const* convt_gemm_stack_fields

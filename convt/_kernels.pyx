@@ -20,6 +20,7 @@ Files, by job (included here, one extension module):
 * ``_pack.pxi``: weight packing for the GEMM engine;
 * ``_direct.pxi``: the direct engine driver (row kernels);
 * ``_channels.pxi``: its channels-last depthwise rows (channels as vector lanes);
+* ``_stencil.pxi``: its stencil blocks (one input channel per group, bands of rows);
 * ``_signals.pxi``: running Python's signal handlers between work items;
 * ``_testing.pxi``: per-kernel testers against the scalar references.
 
@@ -76,6 +77,7 @@ include "_gemm.pxi"
 include "_pack.pxi"
 include "_direct.pxi"
 include "_channels.pxi"
+include "_stencil.pxi"
 include "_testing.pxi"
 
 _check_records()

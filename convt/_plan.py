@@ -749,7 +749,7 @@ def _direct_entries(geometry, transpose):
 
 @functools.lru_cache(maxsize=128)
 def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_stores,
-                transpose=True, channel_vectors=False, converted=False):
+                transpose=True, channel_vectors=False, converted=False, band_rows=0):
     """Plan the direct engine: per-axis tap tables, output rows, workspace layout.
 
     ``interleave``: stride-2 output rows are written with the interleaving
@@ -759,6 +759,8 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
     ``channel_vectors``: a row is every channel of (image, leading outputs),
     summed with the channels as vector lanes (channels-last depthwise);
     ``converted``: its source rows are converted to the accumulation type.
+    ``band_rows``: stencil blocks of up to this many band-axis rows (Conv with one
+    input channel per group; see convt/_stencil.pxi).
     """
     ndim = geometry.ndim
     entries = _direct_entries(geometry, transpose) or [[[]] for _ in range(ndim)]
@@ -778,6 +780,9 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
                               dtype=np.intp)
     tables = (_records.frozen(count), _records.frozen(kernel), _records.frozen(offset),
               _records.frozen(residue), _records.frozen(kernel_strides))
+    if band_rows:
+        return DirectPlan(_stencil_layout(geometry, batch, out_channels, max_sources,
+                                          max_entries, max_taps, band_rows), *tables)
     if channel_vectors:
         return DirectPlan(_channel_layout(geometry, batch, out_channels, max_sources,
                                           max_entries, max_taps, transpose, converted), *tables)
@@ -807,6 +812,7 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
         masked_stores=int(masked_stores),
         transpose=int(transpose),
         channels=0,
+        band_rows=0,
     )
     return DirectPlan(layout, *tables)
 
@@ -840,4 +846,38 @@ def _channel_layout(geometry, batch, channels, max_sources, max_entries, max_tap
         masked_stores=0,
         transpose=int(transpose),
         channels=channels,
+        band_rows=0,
+    )
+
+
+def _stencil_layout(geometry, batch, out_channels, max_sources, max_entries, max_taps,
+                    band_rows):
+    """The direct engine's layout for stencil blocks: ``rows`` counts blocks of up to
+    ``band_rows`` rows of the band axis (1-D: one row each); a thread holds a zero
+    row (what input rows outside the input read) and one kernel plane's weights,
+    and its source pointers hold a block's input rows."""
+    ndim = geometry.ndim
+    kernel_rows = geometry.kernel_shape[-2] if ndim >= 2 else 1
+    sources = max(max_sources, band_rows + kernel_rows - 1)
+    leading = geometry.output_shape[:-1]
+    blocks = math.prod(leading[:-1]) * -(-leading[-1] // band_rows) if ndim >= 2 else 1
+    zero_row = geometry.input_shape[-1]
+    weights = kernel_rows * geometry.kernel_shape[-1]
+    return _records.record(
+        _records.DIRECT_LAYOUT,
+        rows=batch * out_channels * blocks,
+        max_stride=max_entries,
+        max_taps=max_taps,
+        phase_length=geometry.output_shape[-1],
+        max_sources=sources,
+        x_rows=0,
+        x_row=zero_row,
+        weights=zero_row,
+        floats=zero_row + weights,
+        ints=2 * ndim + 3 * sources,
+        interleave=0,
+        masked_stores=0,
+        transpose=0,
+        channels=0,
+        band_rows=band_rows,
     )

@@ -104,6 +104,7 @@ DIRECT_LAYOUT = _record(
     "masked_stores",   # 1: stride-2 even stores with the set's masked stores
     "transpose",       # 1: ConvTranspose; 0: Conv (last-axis entries are input residues)
     "channels",        # >0: rows are every channel of a position run, these many lanes
+    "band_rows",       # >0: stencil blocks of up to this many rows of the band axis
 )
 
 RECORDS = {

@@ -44,6 +44,10 @@ cdef extern from "reference.h" nogil:
                                        double*, Py_ssize_t, const double*)
     void convt_reference_pack_pair_f64(Py_ssize_t, Py_ssize_t, const double*,
                                        const Py_ssize_t*, Py_ssize_t, double*)
+    void convt_reference_stencil_f32(const convt_stencil_shape*, const float* const*,
+                                     const float*, float*, int)
+    void convt_reference_stencil_f64(const convt_stencil_shape*, const double* const*,
+                                     const double*, double*, int)
     void convt_reference_add_bias_f32(float*, const float*, Py_ssize_t, float)
     void convt_reference_add_bias_f64(double*, const double*, Py_ssize_t, double)
     void convt_reference_load_f32(int, float*, const void*, Py_ssize_t)
@@ -255,6 +259,54 @@ def _run_row(spec):
         row_typed(spec, <float*>pointer(spec.w))
     else:
         row_typed(spec, <double*>pointer(spec.w))
+
+
+cdef stencil_typed(spec, acc_t* w):
+    cdef const acc_t* rows[64]
+    cdef convt_stencil_shape shape
+    cdef Py_ssize_t q
+    cdef acc_t* out = <acc_t*>pointer(spec.out)
+    cdef Kernels kernels
+    for q in range(len(spec.x)):
+        rows[q] = <const acc_t*>pointer(spec.x[q])
+    shape.rows = spec.rows
+    shape.kernel_rows = spec.kernel_rows
+    shape.taps = spec.taps
+    shape.offsets = <const Py_ssize_t*>pointer(spec.offsets)
+    shape.in_size = spec.in_size
+    shape.count = spec.count
+    shape.out_stride = spec.out_stride
+    if spec.family == "reference":
+        if acc_t is float:
+            convt_reference_stencil_f32(&shape, rows, w, out, spec.accumulate)
+        else:
+            convt_reference_stencil_f64(&shape, rows, w, out, spec.accumulate)
+        return
+    kernels = kernels_named(spec.family)
+    if acc_t is float:
+        (<convt_stencil_f32>_found(<void*>kernels.f32.stencil, spec))(&shape, rows, w, out,
+                                                                       spec.accumulate)
+    else:
+        (<convt_stencil_f64>_found(<void*>kernels.f64.stencil, spec))(&shape, rows, w, out,
+                                                                       spec.accumulate)
+
+
+def _run_stencil(spec):
+    """Tests only: one call of a stencil kernel: spec.rows output rows spec.out_stride
+    apart, input rows spec.x (rows + kernel_rows - 1 of them, each spec.in_size long),
+    weights spec.w [kernel_rows][taps]."""
+    if not 1 <= spec.rows <= 4:
+        raise ValueError(f"rows must be 1 to 4, got {spec.rows}")
+    if len(spec.x) != spec.rows + spec.kernel_rows - 1 or len(spec.x) > 64:
+        raise ValueError("x must hold rows + kernel_rows - 1 rows, at most 64")
+    if any(row.size < spec.in_size for row in spec.x) or spec.w.size < spec.kernel_rows * spec.taps:
+        raise ValueError("x rows shorter than in_size or too few weights")
+    if spec.count and spec.out.size < (spec.rows - 1) * spec.out_stride + spec.count:
+        raise ValueError("out too short for rows, out_stride and count")
+    if spec.w.dtype == np.float32:
+        stencil_typed(spec, <float*>pointer(spec.w))
+    else:
+        stencil_typed(spec, <double*>pointer(spec.w))
 
 
 cdef channels_typed(spec, acc_t* out):

@@ -389,6 +389,7 @@ THREAD_CASES = {
     "3d_same": dict(x=(1, 6, 9, 8, 10), w=(6, 6, 3, 3, 3), strides=(2, 1, 2),
                     auto_pad="SAME_LOWER"),
     "1d_long": dict(x=(1, 12, 700), w=(8, 12, 7), strides=(3,), dilations=(2,)),
+    "2d_depthwise": dict(x=(2, 6, 19, 37), w=(12, 1, 3, 3), group=6, pads=(1, 2, 1, 0)),
 }
 
 
@@ -416,3 +417,70 @@ def test_conv_and_conv_transpose_share_one_weight_array():
     assert isinstance(up, ConvTranspose)
     assert up.output_shape_for(down.output_shape_for((1, 4, 9, 9), w.shape), w.shape) == \
         (1, 4, 9, 9)
+
+
+# --- stencil blocks ----------------------------------------------------------------
+
+STENCIL_CASES = {
+    # (x shape, w shape, params): one input channel per group, last-axis stride 1
+    "depthwise_k3": ((2, 4, 13, 40), (4, 1, 3, 3), dict(group=4, pads=(1, 1, 1, 1))),
+    "multiplier_4_k5_uneven_pads": ((1, 3, 9, 21), (12, 1, 5, 5),
+                                    dict(group=3, pads=(0, 3, 4, 1))),
+    "single_channel_band_stride_2": ((1, 1, 17, 33), (1, 1, 3, 4), dict(strides=(2, 1))),
+    "dilated": ((1, 2, 15, 50), (2, 1, 3, 3), dict(group=2, dilations=(2, 3),
+                                                  pads=(2, 3, 2, 3))),
+    "kernel_wider_than_input": ((1, 2, 3, 4), (2, 1, 5, 7), dict(group=2, pads=(2, 3, 2, 3))),
+    "3d_depthwise": ((1, 3, 6, 7, 19), (3, 1, 3, 2, 3), dict(group=3, strides=(2, 1, 1),
+                                                             pads=(1, 0, 1, 1, 1, 1))),
+    "1d_depthwise": ((3, 5, 200), (5, 1, 7), dict(group=5, pads=(3, 3))),
+}
+
+
+@pytest.mark.parametrize("family", [e.split("-", 1)[1] for e in ENGINES
+                                    if e.startswith("direct-")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(STENCIL_CASES))
+def test_stencil_blocks_match_the_reference_and_the_row_engine(name, dtype, family):
+    x_shape, w_shape, params = STENCIL_CASES[name]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    assert explain(Conv(**params), x_shape, w_shape, dtype).decision.stencil_rows > 0
+    y = run_conv_engine(f"direct-{family}", x, w, b, **params)
+    assert_conv_matches_reference(y, x, w, b, **params)
+    rows = run_conv_engine(f"direct-{family}", x, w, b, overrides=dict(stencil_rows=0),
+                           **params)
+    np.testing.assert_allclose(y, rows, rtol=1e-5 if dtype == np.float32 else 1e-13,
+                               atol=1e-5 if dtype == np.float32 else 1e-13)
+
+
+def test_stencil_blocks_multiply_padding_by_non_finite_weights():
+    # an Inf weight on a tap that reads padding gives NaN there, as the text's zero
+    # padding does; a NaN input spoils exactly the outputs whose taps read it
+    x = np.ones((1, 2, 6, 40), np.float32)
+    x[0, 1, 3, 20] = np.nan
+    w = np.ones((2, 1, 3, 3), np.float32)
+    w[0, 0, 0, 0] = np.inf
+    params = dict(group=2, pads=(1, 1, 1, 1))
+    assert explain(Conv(**params), x.shape, w.shape).decision.stencil_rows > 0
+    y = Conv(**params).apply(x, w)
+    expected = reference_conv(x, w, **params)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    assert np.isnan(y[0, 0, 0]).all() and np.isnan(y[0, 0, :, 0]).all()
+    assert np.isnan(y[0, 1]).sum() == 9
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(expected))
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-6)
+
+
+def test_stencil_blocks_are_not_used_where_they_do_not_apply():
+    def rows(x_shape, w_shape, dtype="float32", **params):
+        return explain(Conv(**params), x_shape, w_shape, dtype).decision.stencil_rows
+
+    assert rows((1, 8, 30, 30), (8, 1, 3, 3), group=8) == 4
+    assert rows((1, 8, 30, 30), (8, 1, 3, 3), group=8, strides=(1, 2)) == 0  # last stride
+    assert rows((1, 8, 30, 30), (8, 1, 3, 3), group=8, strides=(2, 1)) == 1  # band stride
+    assert rows((1, 8, 30, 30), (8, 2, 3, 3), group=4) == 0  # two input channels per group
+    assert rows((1, 2, 30, 30), (16, 1, 3, 3), group=2) == 0  # 8 outputs per group
+    assert rows((1, 8, 30, 30), (8, 1, 3, 3), "float16", group=8) == 0  # converted rows

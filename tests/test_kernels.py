@@ -383,6 +383,67 @@ def test_row_kernels_match_the_reference(family, acc):
 
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
+def test_stencil_kernels_match_the_reference(family, acc):
+    # every band height 1..4, kernel rows and taps reaching past both ends of the
+    # input (masked to zeros), rows of edges only, strided output rows (the gaps
+    # between them untouched), accumulate on and off, planted NaN and Inf
+    kernels = _kernel_set(family, acc)
+    fused = kernels.has(_dispatch.SET_FUSED)
+    rng = np.random.default_rng(11)
+    for rows in (1, 2, 3, 4):
+        for kernel_rows, taps in ((1, 1), (3, 3), (2, 5), (7, 2)):
+            for in_size, count in ((1, 3), (5, 60), (37, 35), (112, 112), (70, 81)):
+                for accumulate in (0, 1):
+                    offsets = np.sort(rng.integers(-4, 5, taps)).astype(np.intp)
+                    x = [rng.standard_normal(in_size).astype(acc)
+                         for _ in range(rows + kernel_rows - 1)]
+                    w = rng.standard_normal(kernel_rows * taps).astype(acc)
+                    if rows == 3 and taps == 3:
+                        x[1][in_size // 2] = np.nan
+                        w[-1] = np.inf
+                    out_stride = count + 3
+                    out_in = rng.standard_normal((rows - 1) * out_stride + count).astype(acc)
+                    results = _run_guarded(_kernels._run_stencil, family, out_in, rng, x=x,
+                                           w=w, rows=rows, kernel_rows=kernel_rows, taps=taps,
+                                           offsets=offsets, in_size=in_size, count=count,
+                                           out_stride=out_stride, accumulate=accumulate)
+                    written = np.zeros(out_in.size, dtype=bool)
+                    magnitude = np.abs(out_in.astype(np.float64)) * accumulate
+                    for r in range(rows):
+                        written[r * out_stride:r * out_stride + count] = True
+                        for i in range(kernel_rows):  # (Inf x 0 bounds are NaN: not checked)
+                            padded = np.concatenate([np.zeros(8), np.abs(x[r + i]), np.zeros(
+                                count + 8)]).astype(np.float64)
+                            for j in range(taps):
+                                index = np.arange(count) + offsets[j] + 8
+                                with np.errstate(invalid="ignore"):
+                                    magnitude[r * out_stride:r * out_stride + count] += abs(
+                                        float(w[i * taps + j])) * padded[index]
+                    assert np.array_equal(results[family][~written], out_in[~written])
+                    bound = (kernel_rows * taps + 3) * _eps(acc) * magnitude
+                    _assert_close(results[family], results["reference"], bound, fused)
+
+
+def test_stencil_reference_pads_with_zeros():
+    # the reference itself against a direct NumPy sum over a zero-padded row: the
+    # taps outside the input multiply zeros (0 x Inf is NaN, as in the Conv text)
+    x = [np.arange(1.0, 6.0), np.arange(10.0, 15.0)]
+    w = np.array([1.0, 2.0, 3.0, np.inf])
+    out = np.full(9, -1.0)
+    _kernels._run_stencil(SimpleNamespace(
+        family="reference", x=x, w=w, rows=1, kernel_rows=2, taps=2,
+        offsets=np.array([-1, 1], np.intp), in_size=5, count=5, out_stride=5,
+        out=out, accumulate=0))
+    padded = [np.concatenate([[0.0], row, [0.0]]) for row in x]
+    expected = padded[0][0:5] * 1.0 + padded[0][2:7] * 2.0 + padded[1][0:5] * 3.0
+    with np.errstate(invalid="ignore"):
+        expected = expected + padded[1][2:7] * np.inf
+    np.testing.assert_array_equal(out[:5], expected)
+    assert np.isnan(out[4]) and np.all(out[5:] == -1.0)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_channels_kernels_match_the_reference(family, acc):
     # every channel count up to three vectors and beyond (two-vector, one-vector
     # and tail blocks), gapped and unit steps, NaN and Inf carried through

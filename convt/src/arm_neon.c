@@ -473,6 +473,10 @@ static void store_f64_f64(void *dst, const double *src, ptrdiff_t count, double 
     add_bias_f64((double *)dst, src, count, bias);
 }
 
+/* Stencils: the plain C loops with fused multiply-adds (the set is fused). */
+CONVT_DEFINE_STENCIL(convt_neon_stencil_f32, float, fmaf)
+CONVT_DEFINE_STENCIL(convt_neon_stencil_f64, double, fma)
+
 #define NO_STORES {{0}, {0}}
 #define FLAGS (CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_FUSED)
 
@@ -487,7 +491,7 @@ const convt_kernels_f32 convt_neon_f32 = {
     row_f32, channels_f32, interleave_f32, convt_portable_store_even_f32, add_bias_f32,
     {load_f16_f32, load_bf16_f32, load_f32_f32, convt_portable_load_f64_f32},
     {store_f16_f32, store_bf16_f32, store_f32_f32, convt_portable_store_f64_f32},
-    0, convt_portable_transpose_f32};
+    0, convt_portable_transpose_f32, convt_neon_stencil_f32};
 
 const convt_kernels_f64 convt_neon_f64 = {
     "neon", MR_F64, 2 * F64_L, FLAGS,
@@ -500,6 +504,6 @@ const convt_kernels_f64 convt_neon_f64 = {
      load_f64_f64},
     {convt_portable_store_f16_f64, convt_portable_store_bf16_f64,
      convt_portable_store_f32_f64, store_f64_f64},
-    0, convt_portable_transpose_f64};
+    0, convt_portable_transpose_f64, convt_neon_stencil_f64};
 
 #endif /* AArch64 */

@@ -49,6 +49,14 @@
  *     exact copy when bias is NULL, for r < rows, c < cols: channels-last data
  *     to and from the engines' channel-major tiles and products (strides in
  *     elements).
+ * stencil: the direct engine's band of output rows, sharing input rows
+ *     (depthwise and single-channel layers): for r < shape->rows, t < count,
+ *     out[r * out_stride + t] (+)= sum over kernel rows i, then taps j, of
+ *     w[i * taps + j] * X(r + i, t + offsets[j]) (fused multiply-adds in that
+ *     order, from zero or from out's value), where X(q, u) = x[q][u] inside
+ *     [0, in_size) and 0 outside: zero padding, like the GEMM's tiles.
+ *     Output row r reads input rows x[r] .. x[r + kernel_rows - 1], so a band
+ *     of rows loads each input vector once for every output row it feeds.
  * load[storage]: dst[i] = T(src[i]), exact.
  * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
  */
@@ -62,6 +70,19 @@
 
 #define CONVT_MAX_MR 12
 #define CONVT_MAX_PAIRS (CONVT_MAX_MR / 2)
+/* Output rows of one stencil call, at most. */
+#define CONVT_STENCIL_ROWS 4
+
+/* The geometry of a stencil call (one struct for both accumulation types). */
+typedef struct convt_stencil_shape {
+    ptrdiff_t rows;             /* output rows, 1 .. CONVT_STENCIL_ROWS */
+    ptrdiff_t kernel_rows;      /* input rows summed into each output row */
+    ptrdiff_t taps;             /* taps per kernel row */
+    const ptrdiff_t *offsets;   /* [taps]: tap j of output t reads input t + offsets[j] */
+    ptrdiff_t in_size;          /* elements of an input row */
+    ptrdiff_t count;            /* outputs per row */
+    ptrdiff_t out_stride;       /* elements from one output row to the next */
+} convt_stencil_shape;
 
 /* Capability flags of a set.  Python reads them to decide; drivers obey. */
 enum {
@@ -102,6 +123,8 @@ enum {
     typedef void (*convt_transpose_##S)(ptrdiff_t rows, ptrdiff_t cols, const T *src,     \
                                         ptrdiff_t src_stride, T *dst,                     \
                                         ptrdiff_t dst_stride, const T *bias);             \
+    typedef void (*convt_stencil_##S)(const convt_stencil_shape *shape, const T *const *x, \
+                                      const T *w, T *out, int accumulate);                \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -121,6 +144,7 @@ enum {
         convt_store_##S store[CONVT_STORAGE_COUNT];                                       \
         convt_pack_pair_##S pack_pair;                                                    \
         convt_transpose_##S transpose;                                                    \
+        convt_stencil_##S stencil;                                                        \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

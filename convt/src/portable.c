@@ -273,6 +273,9 @@ PORTABLE_TRANSPOSE(f64, double)
 PORTABLE_CONVERSIONS(f32, float)
 PORTABLE_CONVERSIONS(f64, double)
 
+CONVT_DEFINE_STENCIL(convt_portable_stencil_f32, float, CONVT_MUL_ADD)
+CONVT_DEFINE_STENCIL(convt_portable_stencil_f64, double, CONVT_MUL_ADD)
+
 #define PORTABLE_SET(S, TYPE, NR)                                                         \
     const convt_kernels_##S convt_portable_##S = {                                        \
         "portable", MR, NR, 0,                                                            \
@@ -282,6 +285,6 @@ PORTABLE_CONVERSIONS(f64, double)
         convt_portable_row_##S, convt_portable_channels_##S, convt_portable_interleave_##S,                            \
         convt_portable_store_even_##S, convt_portable_add_bias_##S,                       \
         CONVT_PORTABLE_LOADS(S), CONVT_PORTABLE_STORES(S), 0,                             \
-        convt_portable_transpose_##S};
+        convt_portable_transpose_##S, convt_portable_stencil_##S};
 PORTABLE_SET(f32, F32, NR_F32)
 PORTABLE_SET(f64, F64, NR_F64)

@@ -29,7 +29,8 @@
     X(masked_stores) X(input_is_tile) X(pair_pack_min_blocks)
 #define CONVT_DIRECT_LAYOUT(X)                                                            \
     X(rows) X(max_stride) X(max_taps) X(phase_length) X(max_sources) X(x_rows) X(x_row)   \
-    X(weights) X(floats) X(ints) X(interleave) X(masked_stores) X(transpose) X(channels)
+    X(weights) X(floats) X(ints) X(interleave) X(masked_stores) X(transpose) X(channels)   \
+    X(band_rows)
 
 #define CONVT_MEMBER(name) ptrdiff_t name;
 #define CONVT_NAME(name) #name,

@@ -134,6 +134,24 @@
                     bias ? src[r * src_stride + c] + bias[r] : src[r * src_stride + c];      \
     }                                                                                       \
                                                                                             \
+    void convt_reference_stencil_##S(const convt_stencil_shape *shape, const T *const *x,   \
+                                     const T *w, T *out, int accumulate)                    \
+    {                                                                                       \
+        ptrdiff_t r, t, i, j;                                                               \
+        for (r = 0; r < shape->rows; ++r)                                                   \
+            for (t = 0; t < shape->count; ++t) {                                            \
+                T *o = out + r * shape->out_stride + t;                                     \
+                T sum = accumulate ? *o : (T)0;                                             \
+                for (i = 0; i < shape->kernel_rows; ++i)                                    \
+                    for (j = 0; j < shape->taps; ++j) {                                     \
+                        ptrdiff_t u = t + shape->offsets[j];                                \
+                        T value = u >= 0 && u < shape->in_size ? x[r + i][u] : (T)0;        \
+                        sum = FMA(w[i * shape->taps + j], value, sum);                      \
+                    }                                                                       \
+                *o = sum;                                                                   \
+            }                                                                               \
+    }                                                                                       \
+                                                                                            \
     void convt_reference_load_##S(int storage, T *dst, const void *src, ptrdiff_t count)   \
     {                                                                                       \
         ptrdiff_t i;                                                                        \

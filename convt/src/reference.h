@@ -44,6 +44,8 @@ typedef struct convt_call_shape {
     void convt_reference_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,      \
                                        ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride, \
                                        const T *bias);                                    \
+    void convt_reference_stencil_##S(const convt_stencil_shape *shape, const T *const *x,  \
+                                     const T *w, T *out, int accumulate);                 \
     void convt_reference_load_##S(int storage, T *dst, const void *src, ptrdiff_t count); \
     void convt_reference_store_##S(int storage, void *dst, const T *src, ptrdiff_t count, \
                                    T bias);

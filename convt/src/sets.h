@@ -77,6 +77,45 @@ static inline void convt_row_interior(ptrdiff_t taps, const ptrdiff_t *offsets,
         out[t] = sum;                                                                     \
     }
 
+/* The stencil family (kernel_set.h) in plain C, for sets without their own:
+ * each output row in blocks of CONVT_STENCIL_BLOCK outputs summed side by side
+ * (which compilers vectorise); a tap whose block lies inside the input reads it
+ * without bounds checks.  MADD(w, x, sum) is the set's multiply-add. */
+#define CONVT_STENCIL_BLOCK 16
+#define CONVT_DEFINE_STENCIL(NAME, T, MADD)                                               \
+    void NAME(const convt_stencil_shape *shape, const T *const *x, const T *w, T *out,    \
+              int accumulate)                                                             \
+    {                                                                                     \
+        ptrdiff_t r, t, i, j, n;                                                          \
+        for (r = 0; r < shape->rows; ++r) {                                               \
+            T *o = out + r * shape->out_stride;                                           \
+            for (t = 0; t < shape->count; t += CONVT_STENCIL_BLOCK) {                     \
+                ptrdiff_t width = shape->count - t;                                       \
+                T sums[CONVT_STENCIL_BLOCK];                                              \
+                if (width > CONVT_STENCIL_BLOCK) width = CONVT_STENCIL_BLOCK;             \
+                for (n = 0; n < width; ++n) sums[n] = accumulate ? o[t + n] : (T)0;       \
+                for (i = 0; i < shape->kernel_rows; ++i)                                  \
+                    for (j = 0; j < shape->taps; ++j) {                                   \
+                        const T *row = x[r + i];                                          \
+                        T weight = w[i * shape->taps + j];                                \
+                        ptrdiff_t u = t + shape->offsets[j];                              \
+                        if (width == CONVT_STENCIL_BLOCK && u >= 0                        \
+                            && u + CONVT_STENCIL_BLOCK <= shape->in_size) {               \
+                            for (n = 0; n < CONVT_STENCIL_BLOCK; ++n)                     \
+                                sums[n] = MADD(weight, row[u + n], sums[n]);              \
+                            continue;                                                     \
+                        }                                                                 \
+                        for (n = 0; n < width; ++n) {                                     \
+                            T value = u + n >= 0 && u + n < shape->in_size ? row[u + n]   \
+                                                                           : (T)0;        \
+                            sums[n] = MADD(weight, value, sums[n]);                       \
+                        }                                                                 \
+                    }                                                                     \
+                for (n = 0; n < width; ++n) o[t + n] = sums[n];                           \
+            }                                                                             \
+        }                                                                                 \
+    }
+
 /* Functions of the portable set that other sets reuse. */
 #define CONVT_DECLARE_PORTABLE(S, T)                                                      \
     void convt_portable_row_##S(ptrdiff_t sources, const T *const *x, const T *w,         \
@@ -100,7 +139,9 @@ static inline void convt_row_interior(ptrdiff_t taps, const ptrdiff_t *offsets,
     void convt_portable_store_f64_##S(void *dst, const T *src, ptrdiff_t count, T bias);  \
     void convt_portable_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,       \
                                       ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride, \
-                                      const T *bias);
+                                      const T *bias);                                     \
+    void convt_portable_stencil_##S(const convt_stencil_shape *shape, const T *const *x,  \
+                                    const T *w, T *out, int accumulate);
 CONVT_DECLARE_PORTABLE(f32, float)
 CONVT_DECLARE_PORTABLE(f64, double)
 

@@ -107,6 +107,28 @@ CONVT_X86_ROW(AVX2, convt_avx2_row_f64, double, __m256d, 4, __m256i, lanes_below
               _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_maskload_pd,
               _mm256_maskstore_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, fma)
 
+/* Stencils (CONVT_X86_STENCIL): lanes [lo, hi), clamped first so that the
+ * compares above see small ints. */
+AVX2 static inline __m256i lanes_between_f32(ptrdiff_t lo, ptrdiff_t hi)
+{
+    lo = lo < 0 ? 0 : lo > 8 ? 8 : lo;
+    hi = hi < 0 ? 0 : hi > 8 ? 8 : hi;
+    return _mm256_andnot_si256(lanes_below_f32(lo), lanes_below_f32(hi));
+}
+AVX2 static inline __m256i lanes_between_f64(ptrdiff_t lo, ptrdiff_t hi)
+{
+    lo = lo < 0 ? 0 : lo > 4 ? 4 : lo;
+    hi = hi < 0 ? 0 : hi > 4 ? 4 : hi;
+    return _mm256_andnot_si256(lanes_below_f64(lo), lanes_below_f64(hi));
+}
+
+CONVT_X86_STENCIL(AVX2 static, stencil_f32, float, __m256, 8, __m256i, lanes_between_f32,
+                  _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_maskload_ps,
+                  _mm256_maskstore_ps, _mm256_broadcast_ss, _mm256_fmadd_ps)
+CONVT_X86_STENCIL(AVX2 static, stencil_f64, double, __m256d, 4, __m256i, lanes_between_f64,
+                  _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_maskload_pd,
+                  _mm256_maskstore_pd, _mm256_broadcast_sd, _mm256_fmadd_pd)
+
 CONVT_X86_CHANNEL_TAILS(AVX2)
 CONVT_X86_CHANNELS(AVX2 static, channels_f32, float, __m256, 8, _mm256_loadu_ps,
                    _mm256_storeu_ps, _mm256_fmadd_ps, convt_channel_tail_f32)
@@ -316,7 +338,7 @@ AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64)
         GEMM_TABLE(TYPE, ), GEMM_TABLE(TYPE, _pack), {0}, {{0}}, {{{0}}},                 \
         convt_avx2_row_##S, channels_##S, convt_avx2_interleave_##S, convt_portable_store_even_##S,     \
         convt_avx2_add_bias_##S, CONVT_AVX2_LOADS_##TYPE, CONVT_AVX2_STORES_##TYPE, 0,    \
-        convt_avx2_transpose_##S};
+        convt_avx2_transpose_##S, stencil_##S};
 AVX2_SET(f32, F32, 16)
 AVX2_SET(f64, F64, 8)
 

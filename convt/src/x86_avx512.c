@@ -209,6 +209,24 @@ CONVT_X86_ROW(AVX512, convt_avx512_row_f64, double, __m512d, 8, unsigned, LANES_
               _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, MASKED_LOAD_PD,
               MASKED_STORE_PD, SPLAT_PD, _mm512_fmadd_pd, fma)
 
+/* Stencils (CONVT_X86_STENCIL), shared with the wide set: lanes [lo, hi) of 16
+ * floats or 8 doubles. */
+#define CLAMP(n, W) ((n) < 0 ? 0 : (n) > (W) ? (W) : (n))
+static inline unsigned lanes_between_16(ptrdiff_t lo, ptrdiff_t hi)
+{
+    return ((1u << CLAMP(hi, 16)) - 1u) & ~((1u << CLAMP(lo, 16)) - 1u);
+}
+static inline unsigned lanes_between_8(ptrdiff_t lo, ptrdiff_t hi)
+{
+    return ((1u << CLAMP(hi, 8)) - 1u) & ~((1u << CLAMP(lo, 8)) - 1u);
+}
+CONVT_X86_STENCIL(AVX512, convt_avx512_stencil_f32, float, __m512, 16, unsigned,
+                  lanes_between_16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+                  MASKED_LOAD_PS, MASKED_STORE_PS, SPLAT_PS, _mm512_fmadd_ps)
+CONVT_X86_STENCIL(AVX512, convt_avx512_stencil_f64, double, __m512d, 8, unsigned,
+                  lanes_between_8, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+                  MASKED_LOAD_PD, MASKED_STORE_PD, SPLAT_PD, _mm512_fmadd_pd)
+
 CONVT_X86_CHANNEL_TAILS(AVX512)
 CONVT_X86_CHANNELS(AVX512, convt_avx512_channels_f32, float, __m512, 16, _mm512_loadu_ps,
                    _mm512_storeu_ps, _mm512_fmadd_ps, convt_channel_tail_f32)
@@ -226,7 +244,8 @@ const convt_kernels_f32 convt_avx512_f32 = {
      {PAIR_TABLE(store_bf16_z_r), PAIR_TABLE(store_bf16_y_r)},
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      AVX512_NO_STORES},
-    AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32};
+    AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
+    convt_avx512_stencil_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
     "avx512", MR, 8, AVX512_FLAGS,
@@ -234,7 +253,8 @@ const convt_kernels_f64 convt_avx512_f64 = {
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
-    AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64};
+    AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
+    convt_avx512_stencil_f64};
 
 
 /* The FMA probe (cpu.h, convt_avx512_fma_speedup): the same register-only loop on

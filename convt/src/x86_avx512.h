@@ -112,6 +112,10 @@ AVX512 static inline __m128i float_to_bf16_y(__m256 value)
     CONVT_AVX2_STORES_F64
 
 /* Shared by both sets (x86_avx512.c). */
+void convt_avx512_stencil_f32(const convt_stencil_shape *shape, const float *const *x,
+                              const float *w, float *out, int accumulate);
+void convt_avx512_stencil_f64(const convt_stencil_shape *shape, const double *const *x,
+                              const double *w, double *out, int accumulate);
 void convt_avx512_row_f32(ptrdiff_t sources, const float *const *x, const float *w,
                           ptrdiff_t taps, const ptrdiff_t *offsets, ptrdiff_t in_size,
                           ptrdiff_t count, float *out, int accumulate);

@@ -92,6 +92,101 @@
         for (; t < count; ++t) CONVT_ROW_EDGE(T, t, SCALAR_FMA)                           \
     }
 
+/* Stencils (kernel_set.h) on one vector width: 2 vectors of outputs of every
+ * row of the band at a time, 2 x ROWS accumulators in registers; each tap is
+ * one broadcast and 2 x ROWS loads and FMAs (rows read their own input rows,
+ * so there is no branch on which rows a load feeds: the loads are cheaper than
+ * the branches were).  Vectors whose taps all lie inside the input load without
+ * masks; the others mask the lanes outside the input to zeros, so edges cost
+ * no scalar code.  ROWS is a constant in each expansion of the body.
+ * BETWEEN(lo, hi) makes the mask of lanes [lo, hi) for any lo, hi. */
+#define CONVT_X86_STENCIL_TAPS(ROWS, T, V, W, BROADCAST, FMA, LOADV, LOAD, MASKLOAD, BETWEEN) \
+    for (i = 0; i < kernel_rows; ++i)                                                     \
+        for (j = 0; j < taps; ++j) {                                                      \
+            const ptrdiff_t u = t + shape->offsets[j];                                    \
+            const V weight = BROADCAST(w + i * taps + j);                                 \
+            for (r = 0; r < (ROWS); ++r) {                                                \
+                const T *in = x[r + i] + u;                                               \
+                lo[r] = FMA(weight, LOADV(in, 0, LOAD, MASKLOAD, BETWEEN), lo[r]);        \
+                hi[r] = FMA(weight, LOADV(in + (W), W, LOAD, MASKLOAD, BETWEEN), hi[r]);  \
+            }                                                                             \
+        }
+#define CONVT_X86_STENCIL_BODY(ROWS, T, V, W, MASK_T, BETWEEN, SETZERO, LOAD, STORE,      \
+                               MASKLOAD, MASKSTORE, BROADCAST, FMA)                       \
+    {                                                                                     \
+        const ptrdiff_t taps = shape->taps, in_size = shape->in_size;                     \
+        const ptrdiff_t kernel_rows = shape->kernel_rows, stride = shape->out_stride;     \
+        ptrdiff_t t, i, j, r, first = 0, end = 0;                                         \
+        for (j = 0; j < taps; ++j) {                                                      \
+            if (shape->offsets[j] < first) first = shape->offsets[j];                     \
+            if (shape->offsets[j] > end) end = shape->offsets[j];                         \
+        }                                                                                 \
+        for (t = 0; t < shape->count; t += 2 * (W)) {                                     \
+            const ptrdiff_t rest = shape->count - t;                                      \
+            const MASK_T m0 = BETWEEN(0, rest), m1 = BETWEEN(0, rest - (W));              \
+            V lo[ROWS], hi[ROWS];                                                         \
+            for (r = 0; r < (ROWS); ++r) {                                                \
+                T *o = out + r * stride + t;                                              \
+                if (!accumulate) {                                                        \
+                    lo[r] = SETZERO();                                                    \
+                    hi[r] = SETZERO();                                                    \
+                } else if (rest >= 2 * (W)) {                                             \
+                    lo[r] = LOAD(o);                                                      \
+                    hi[r] = LOAD(o + (W));                                                \
+                } else {                                                                  \
+                    lo[r] = MASKLOAD(o, m0);                                              \
+                    hi[r] = MASKLOAD(o + (W), m1);                                        \
+                }                                                                         \
+            }                                                                             \
+            if (t + first >= 0 && t + end + 2 * (W) <= in_size) {                         \
+                CONVT_X86_STENCIL_TAPS(ROWS, T, V, W, BROADCAST, FMA, CONVT_X86_LOAD_WHOLE, \
+                                       LOAD, MASKLOAD, BETWEEN)                           \
+            } else {                                                                      \
+                CONVT_X86_STENCIL_TAPS(ROWS, T, V, W, BROADCAST, FMA, CONVT_X86_LOAD_INSIDE, \
+                                       LOAD, MASKLOAD, BETWEEN)                           \
+            }                                                                             \
+            for (r = 0; r < (ROWS); ++r) {                                                \
+                T *o = out + r * stride + t;                                              \
+                if (rest >= 2 * (W)) {                                                    \
+                    STORE(o, lo[r]);                                                      \
+                    STORE(o + (W), hi[r]);                                                \
+                } else {                                                                  \
+                    MASKSTORE(o, m0, lo[r]);                                              \
+                    MASKSTORE(o + (W), m1, hi[r]);                                        \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+/* The stencil's loads: a whole vector, or its lanes inside the input (input
+ * index u + shift + lane in [0, in_size)). */
+#define CONVT_X86_LOAD_WHOLE(p, shift, LOAD, MASKLOAD, BETWEEN) LOAD(p)
+#define CONVT_X86_LOAD_INSIDE(p, shift, LOAD, MASKLOAD, BETWEEN)                         \
+    MASKLOAD(p, BETWEEN(-u - (shift), in_size - u - (shift)))
+#define CONVT_X86_STENCIL(QUALIFIERS, NAME, T, V, W, MASK_T, BETWEEN, SETZERO, LOAD, STORE, \
+                          MASKLOAD, MASKSTORE, BROADCAST, FMA)                            \
+    QUALIFIERS void NAME(const convt_stencil_shape *shape, const T *const *x, const T *w,  \
+                         T *out, int accumulate)                                          \
+    {                                                                                     \
+        switch (shape->rows) {                                                            \
+        case 4:                                                                           \
+            CONVT_X86_STENCIL_BODY(4, T, V, W, MASK_T, BETWEEN, SETZERO, LOAD, STORE,     \
+                                   MASKLOAD, MASKSTORE, BROADCAST, FMA)                   \
+            break;                                                                        \
+        case 3:                                                                           \
+            CONVT_X86_STENCIL_BODY(3, T, V, W, MASK_T, BETWEEN, SETZERO, LOAD, STORE,     \
+                                   MASKLOAD, MASKSTORE, BROADCAST, FMA)                   \
+            break;                                                                        \
+        case 2:                                                                           \
+            CONVT_X86_STENCIL_BODY(2, T, V, W, MASK_T, BETWEEN, SETZERO, LOAD, STORE,     \
+                                   MASKLOAD, MASKSTORE, BROADCAST, FMA)                   \
+            break;                                                                        \
+        default:                                                                          \
+            CONVT_X86_STENCIL_BODY(1, T, V, W, MASK_T, BETWEEN, SETZERO, LOAD, STORE,     \
+                                   MASKLOAD, MASKSTORE, BROADCAST, FMA)                   \
+            break;                                                                        \
+        }                                                                                 \
+    }
+
 /* Channels-last direct-engine passes on one vector width: the channels in
  * blocks of 2 vectors (their weights kept in registers across the run of
  * outputs), then one vector, then the last channels of each output in 256-
