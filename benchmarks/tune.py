@@ -252,11 +252,12 @@ def tune_max_depth(args):
                       for b in (32, 64, 128, 256, 512)) + " steps")
     _sweep(args, "bytes of B rows per K step in L1", "K_STEP_BYTES", [32, 64, 128, 256, 512],
            layers)
-    if _dispatch.split_512_fma():
+    best = _dispatch.preferred_kernel_set()
+    if _dispatch.b_streams_from_l2(best):
         # exact stacks (k4s2) too: their pair chunks follow the same factor
         layers.append(Layer((1, 256, 64, 64), (256, 128, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)))
-        _sweep(args, "L1s a K chunk's B rows are sized to (512-bit FMAs split here)",
-               "SPLIT_FMA_L1_FACTOR", [1, 2, 4, 8, 16], layers)
+        _sweep(args, f"L1s a K chunk's B rows are sized to ({best} kernels read B from L2 here)",
+               "L2_CHUNK_L1_FACTOR", [1, 2, 4, 8, 16], layers)
 
 
 def tune_min_work_items(args):

@@ -74,11 +74,13 @@ def info():
           + " or ".join(_dispatch.THREAD_VARIABLES) + " or the cores this process may use)")
     print(f"  CPU features: {', '.join(load_kernels().cpu_features()) or 'none the kernels use'}")
     reported = load_kernels().l1_data_bytes()
+    best = _dispatch.preferred_kernel_set()
     print(f"  L1 data cache: {_dispatch.l1_data_bytes() // 1024} KiB per core"
           + ("" if reported else " (assumed: neither the CPU nor the OS reports it)")
-          + f"; K chunks of up to {_dispatch.chunk_depth()} steps"
-          + (f" (sized to SPLIT_FMA_L1_FACTOR={_dispatch.SPLIT_FMA_L1_FACTOR} x L1: 512-bit "
-             "FMAs split)" if _dispatch.split_512_fma() else ""))
+          + f"; K chunks of up to {_dispatch.chunk_depth(best)} steps"
+          + (f" (sized to L2_CHUNK_L1_FACTOR={_dispatch.L2_CHUNK_L1_FACTOR} x L1: the {best} "
+             "kernels read B from L2 as fast as they use it)"
+             if _dispatch.b_streams_from_l2(best) else ""))
     speedup = _dispatch.fma_512_speedup()
     if speedup:
         print(f"  512-bit FMAs: {speedup:.2f}x the 256-bit rate per FLOP, measured: "

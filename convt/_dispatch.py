@@ -96,16 +96,24 @@ MAX_DEPTH = 2048
 # dcgan 10-11% and the VAE decoder 4-5% slower.
 K_STEP_BYTES = 128
 MIN_DEPTH = 128
-# A core that splits 512-bit FMAs in two (NATIVE_512_MIN_SPEEDUP) retires one
-# 512-bit FMA per cycle, so the AVX-512 kernels need half the loads per cycle
-# of a native core and B rows stream from L2 as fast as they are used; chunks
-# sized to L1 there only add passes over C (or over y, for exact stacks that
-# store into it).  On 2 Zen 4 cores (separate processes, 3 runs each), chunks
-# sized as if L1 were 8 times larger (1365 steps, 2048 for packed pairs) ran
-# k4s2 layers 7-12% faster (dcgan in float32 and float16, VAE decoder, 64 -> 32
-# on 32x32), a k16s8 vocoder 8%, 3x3 and k16s8 layers 3-4%, 2x2x2 volumes 5%;
-# 16 times gained no more.
-SPLIT_FMA_L1_FACTOR = 8
+# Kernels that load B more slowly than L2 delivers it need no chunks sized to
+# L1: short chunks only add passes over C, or over y for exact stacks that
+# store into it.  That holds for the AVX-512 kernels where a core splits
+# 512-bit FMAs in two (NATIVE_512_MIN_SPEEDUP: one 512-bit FMA per cycle, half
+# a native core's loads) and for the AVX2 kernels on any core (two 256-bit B
+# loads per 12 FMAs, a pair kernel four: at most a third of what L2 delivers).
+# Their chunks are sized as if L1 were this many times larger.  On 2 Zen 4
+# cores (AVX-512 split; separate processes, 3 runs each) every stack: k4s2
+# layers 7-12% faster (dcgan in float32 and float16, VAE decoder, 64 -> 32 on
+# 32x32), a k16s8 vocoder 8%, 3x3 and k16s8 layers 3-4%, 2x2x2 volumes 5%; 16
+# times gained no more.  On 2 Zen 3 cores (AVX2 only; 1 thread, the two
+# chunkings alternating in one process) only exact stacks storing into y gain
+# (pair_chunk_depth: each chunk is a pass over y): dcgan k4s2 10-11%, its
+# float16 twin 15% (one chunk: rounded once), VAE decoder 7% faster than with
+# L1 chunks; the product path lost up to 15% with the longer chunks (3x3x3
+# Conv on 64^3, whose tiles shrink to fit the operand budget; k3 Conv 2-6%),
+# so there it keeps L1 chunks.
+L2_CHUNK_L1_FACTOR = 8
 # L1 data cache assumed when neither the CPU nor the OS reports one.
 DEFAULT_L1_BYTES = 32 * 1024
 # Columns a tile is cut into when a single grid row exceeds the budget (BLAS,
@@ -467,6 +475,15 @@ def _choose_kernel_set(problem, engine, forced, environ):
     return best, "the best family this CPU runs"
 
 
+def _pair_max_depth(name, kernels, accumulation, storage):
+    """K chunk limit of exact stacks storing into y: pair_chunk_depth, or MAX_DEPTH
+    for narrow storage where B streams from L2 (narrow outputs are rounded once, so
+    straight stores need a single K chunk, which such kernels read from L2 anyway)."""
+    if storage in NARROW and b_streams_from_l2(name):
+        return MAX_DEPTH
+    return pair_chunk_depth(name, kernels.nr * accumulation.itemsize)
+
+
 def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
     """The :class:`Decision` for ``problem`` on this machine.
 
@@ -516,8 +533,8 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         rounds_once=storage in NARROW,
         operand_bytes=OPERAND_BYTES,
         product_bytes=PRODUCT_BYTES,
-        max_depth=chunk_depth(),
-        pair_max_depth=pair_chunk_depth(kernels.nr * accumulation.itemsize) if pairs else 0,
+        max_depth=chunk_depth(name),
+        pair_max_depth=_pair_max_depth(name, kernels, accumulation, storage) if pairs else 0,
         min_tile=MIN_TILE,
         min_work_items=MIN_WORK_ITEMS,
         min_split_rows=MIN_SPLIT_ROWS,
@@ -576,24 +593,33 @@ def split_512_fma():
     return 0 < fma_512_speedup() < NATIVE_512_MIN_SPEEDUP
 
 
-def _chunk_bytes():
-    """The cache a K chunk's B rows are sized to: the L1 data cache, SPLIT_FMA_L1_FACTOR
-    times it where 512-bit FMAs are split."""
-    return l1_data_bytes() * (SPLIT_FMA_L1_FACTOR if split_512_fma() else 1)
+def b_streams_from_l2(kernel_set):
+    """Whether ``kernel_set``'s kernels load B rows slowly enough, on this core, to
+    read them from L2 (see L2_CHUNK_L1_FACTOR): the AVX2 kernels anywhere, the
+    AVX-512 kernels where 512-bit FMAs are split."""
+    return kernel_set == "avx2" or (kernel_set in ("avx512", "avx512_wide") and split_512_fma())
 
 
-def chunk_depth():
-    """Longest K chunk on this CPU: two thirds of its L1 data cache (see
-    SPLIT_FMA_L1_FACTOR) holds the chunk's B rows (K_STEP_BYTES per step), between
-    MIN_DEPTH and MAX_DEPTH."""
-    return min(MAX_DEPTH, max(MIN_DEPTH, _chunk_bytes() * 2 // (3 * K_STEP_BYTES)))
+def _l1_sized(bytes_per_step, factor):
+    """Steps of ``bytes_per_step`` filling two thirds of ``factor`` L1 data caches,
+    between MIN_DEPTH and MAX_DEPTH."""
+    return min(MAX_DEPTH, max(MIN_DEPTH, l1_data_bytes() * factor * 2 // (3 * bytes_per_step)))
 
 
-def pair_chunk_depth(vector_bytes):
-    """Longest K chunk of an exact stack whose pair panels are packed: both operands'
-    ``vector_bytes`` per step (a panel's positions) in two thirds of the L1 data cache
-    (see SPLIT_FMA_L1_FACTOR)."""
-    return min(MAX_DEPTH, max(MIN_DEPTH, _chunk_bytes() * 2 // (3 * 2 * vector_bytes)))
+def chunk_depth(kernel_set):
+    """Longest K chunk of ``kernel_set``'s product-path stacks on this CPU: their B
+    rows (K_STEP_BYTES per step) fill two thirds of the L1 data cache, or of
+    L2_CHUNK_L1_FACTOR times it where 512-bit FMAs are split (every set there)."""
+    return _l1_sized(K_STEP_BYTES, L2_CHUNK_L1_FACTOR if split_512_fma() else 1)
+
+
+def pair_chunk_depth(kernel_set, vector_bytes):
+    """Longest K chunk of ``kernel_set``'s exact stacks storing into y: both operands'
+    ``vector_bytes`` per step (a panel's positions, packed) fill two thirds of the L1
+    data cache, or of L2_CHUNK_L1_FACTOR times it where the set's B rows stream from
+    L2 (b_streams_from_l2)."""
+    factor = L2_CHUNK_L1_FACTOR if b_streams_from_l2(kernel_set) else 1
+    return _l1_sized(2 * vector_bytes, factor)
 
 
 def tuning():
@@ -601,7 +627,7 @@ def tuning():
     every cache key that a decision feeds."""
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
-            K_STEP_BYTES, MIN_DEPTH, SPLIT_FMA_L1_FACTOR,
+            K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR,
             MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES, STENCIL_ROWS,

@@ -584,11 +584,12 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
         exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, blocking)
-        if exact and _stores_pairs(blocking, chunk, cg) and chunk * taps > blocking.pair_max_depth:
-            # packed pair panels: a shorter chunk keeps both operands in L1
-            shorter = replace(blocking, max_depth=blocking.pair_max_depth)
+        if (exact and blocking.store_direct
+                and max(1, min(cg, blocking.pair_max_depth // taps)) != chunk):
+            # exact stacks storing into y take their own K chunks (pair_chunk_depth)
+            paired = replace(blocking, max_depth=blocking.pair_max_depth)
             taps_s, chunk_s, extents_s, reach_s, tile_s = _stack_tile(
-                stack, cg, min_items, shorter, forced_rows.get(index))
+                stack, cg, min_items, paired, forced_rows.get(index))
             col_tiles_s = -(-extents_s[-1] // tile_s.cols)
             if (_exact_pairs(stack, out_strides[-1], tile_s, col_tiles_s, mg, blocking)
                     and _stores_pairs(blocking, chunk_s, cg)):

@@ -63,10 +63,13 @@ def test_l1_data_cache_is_what_the_os_reports():
                                        (4 * 1024, 128), (8 << 20, 2048)])
 def test_k_chunks_fill_two_thirds_of_the_l1_data_cache(monkeypatch, l1, depth):
     monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: l1)
-    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 2.0)  # native (or 0: no AVX-512)
-    assert _dispatch.chunk_depth() == depth
-    decision = _dispatch.decide(_problem((1, 256, 16, 16), (256, 128, 4, 4), strides=(2, 2)))
-    assert decision.blocking.max_depth == depth
+    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 2.0)  # native 512-bit FMAs
+    for kernel_set in ("avx512", "avx512_wide", "portable", "neon", "blas"):
+        assert _dispatch.chunk_depth(kernel_set) == depth
+    if "avx512" in _dispatch.available_kernel_sets():
+        problem = _problem((1, 256, 16, 16), (256, 128, 4, 4), strides=(2, 2))
+        decision = _dispatch.decide(problem, kernel_set="avx512")
+        assert decision.blocking.max_depth == depth
 
 
 def test_compiled_records_match_the_python_dtypes():
@@ -197,16 +200,35 @@ def test_the_wide_avx512_set_needs_native_512_bit_fmas(monkeypatch):
         assert _dispatch._choose_kernel_set(large, "gemm", None, {})[0] == expected
 
 
-@pytest.mark.parametrize("speedup, depth, pair_depth",
-                         [(0.0, 170, 128), (1.0, 1365, 682), (1.2, 1365, 682), (1.9, 170, 128),
-                          (2.1, 170, 128)])
-def test_k_chunks_are_sized_to_several_l1s_where_512_bit_fmas_are_split(monkeypatch, speedup,
-                                                                       depth, pair_depth):
-    # 32 KiB of L1; split 512-bit FMAs (speedup below 1.5, above 0): 8 times that
+@pytest.mark.parametrize("kernel_set, speedup, depth, pair_depth",
+                         [("avx512", 0.0, 170, 170), ("avx512", 1.0, 1365, 1365),
+                          ("avx512_wide", 1.2, 1365, 1365), ("avx512", 1.9, 170, 170),
+                          ("avx512", 2.1, 170, 170), ("avx2", 0.0, 170, 1365),
+                          ("avx2", 1.0, 1365, 1365), ("avx2", 2.1, 170, 1365),
+                          ("neon", 0.0, 170, 170)])
+def test_k_chunks_are_sized_to_several_l1s_where_the_kernels_read_b_from_l2(
+        monkeypatch, kernel_set, speedup, depth, pair_depth):
+    # 32 KiB of L1, 8 times that: for every stack where 512-bit FMAs are split
+    # (speedup below 1.5, above 0), for the exact stacks of the AVX2 kernels everywhere
     monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: 32 * 1024)
     monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: speedup)
-    assert _dispatch.chunk_depth() == depth                 # 128-byte B steps
-    assert _dispatch.pair_chunk_depth(128) == pair_depth    # two 64-byte vectors
+    assert _dispatch.chunk_depth(kernel_set) == depth                 # 128-byte B steps
+    assert _dispatch.pair_chunk_depth(kernel_set, 64) == pair_depth   # two 64-byte panels
+
+
+@pytest.mark.parametrize("dtype, pair_depth", [(np.float32, 1365), (np.float16, 2048)])
+def test_avx2_exact_stacks_take_long_k_chunks(monkeypatch, dtype, pair_depth):
+    if "avx2" not in _dispatch.available_kernel_sets():
+        pytest.skip("needs AVX2")
+    monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: 32 * 1024)
+    problem = _problem((1, 256, 64, 64), (256, 128, 4, 4), dtype, strides=(2, 2), pads=(1, 1, 1, 1))
+    blocking = _dispatch.decide(problem, kernel_set="avx2").blocking
+    # float16 outputs are rounded once: one K chunk whenever the depth allows it
+    assert (blocking.max_depth, blocking.pair_max_depth) == (170, pair_depth)
+    plan = _engine.plan_for(problem, _dispatch.decide(problem, kernel_set="avx2"))
+    stack = plan.stacks[0]
+    assert stack["exact"] and stack["store_direct"]
+    assert stack["chunk"] == min(256, pair_depth // 4)  # channels of 4 taps
 
 
 def test_the_fma_probe_measures_a_width_ratio_of_one_or_two():
@@ -226,7 +248,7 @@ def test_packed_pair_chunks_hold_both_operands_in_two_thirds_of_l1(monkeypatch, 
                                                                    depth):
     monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: l1)
     monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 0.0)  # no AVX-512
-    assert _dispatch.pair_chunk_depth(vector_bytes) == depth
+    assert _dispatch.pair_chunk_depth("neon", vector_bytes) == depth
 
 
 def test_exact_stacks_storing_into_y_reserve_no_product_buffer():

@@ -81,7 +81,7 @@ def test_exact_stacks_across_row_tiles_chunks_and_row_groups(name, dtype, kernel
 def test_storing_stacks_take_the_pair_chunk(dtype, kernel_set, monkeypatch):
     # exact stacks storing into y re-plan with the (shorter) pair chunk, whatever the set:
     # forced short here, as avx512_wide's 128 steps are on large layers
-    monkeypatch.setattr(_dispatch, "pair_chunk_depth", lambda vector_bytes: 8)
+    monkeypatch.setattr(_dispatch, "pair_chunk_depth", lambda kernel_set, vector_bytes: 8)
     x, w, b, params = _operands("k4s2_mg6", dtype, with_bias=True)
     x = np.concatenate([x] * 4, axis=1)          # 12 input channels: chunks of 2 (4 taps)
     w = np.concatenate([w] * 4, axis=0)

@@ -5,8 +5,15 @@
  * and 6 broadcasts per step of depth, FMA-bound on every AVX2 core.  The 16
  * YMM registers leave no room for block totals, so each block is added to C in
  * memory (which is the families' arithmetic anyway).  B rows straddling cache
- * lines cost ~10%, so the first row block of a tile may copy them for the
- * others (gemm_pack).
+ * lines cost ~10% (30% on Zen 3), so the first row block of a tile may copy
+ * them for the others (gemm_pack).  Half kernels (1 vector) serve a tile's
+ * last panel of <= 8 floats.  Pair kernels compute two stride phases of a last
+ * axis at once: the even rows on the even B vectors, then the odd rows on the
+ * odd ones loaded into the same two registers (15 registers in all); storing
+ * pairs sum into a tile on the stack, then interleave it into y (exact stacks,
+ * see _plan.py), and pack_pair copies a full pair panel's operands to an
+ * aligned buffer first.  No masked stores: VMASKMOVPS stores are microcoded
+ * and slow on AMD cores, so store_even is the portable one.
  */
 #include "sets.h"
 
@@ -18,76 +25,228 @@
 #define AVX2 CONVT_TARGET("avx2,fma,f16c")
 #define MR 6
 
-/* One row i < ROWS of the block: broadcast a[i], two FMAs. */
-#define ROW_STEP(i, ROWS, BROADCAST, FMA, ci0, ci1)                                       \
-    if ((i) < (ROWS)) {                                                                   \
+/* The kernels' constants are enumerators of each function: ROWS, VECTORS (B
+ * vectors per row: 2, or 1 for half panels), PAIRED (odd rows read B `b_shift`
+ * further and write C `c_shift` further) and PACK (gemm_pack).  Rows whose
+ * index is not below ROWS compile away. */
+
+/* Row i of the block: broadcast a[i], one FMA per B vector. */
+#define STEP_ROW(i, BROADCAST, FMA, ci0, ci1)                                             \
+    if ((i) < ROWS) {                                                                     \
         x = BROADCAST(a + (i));                                                           \
         ci0 = FMA(x, b0, ci0);                                                            \
-        ci1 = FMA(x, b1, ci1);                                                            \
+        if (VECTORS > 1) ci1 = FMA(x, b1, ci1);                                           \
     }
-#define ROW_FINISH(i, ROWS, LOAD, STORE, ADD, W, ci0, ci1)                                \
-    if ((i) < (ROWS)) {                                                                   \
-        if (accumulate) {                                                                 \
-            ci0 = ADD(LOAD(c + (i) * ldc), ci0);                                          \
-            ci1 = ADD(LOAD(c + (i) * ldc + W), ci1);                                      \
+/* C row i = the block sum (first block, not accumulating) or C + block sum. */
+#define FINISH_ROW(i, T, LOAD, STORE, ADD, W, ci0, ci1)                                    \
+    if ((i) < ROWS) {                                                                     \
+        T *out = c + (i) * ldc + (PAIRED && ((i) & 1) ? c_shift : 0);                     \
+        if (!first) {                                                                     \
+            ci0 = ADD(LOAD(out), ci0);                                                    \
+            if (VECTORS > 1) ci1 = ADD(LOAD(out + (W)), ci1);                             \
         }                                                                                 \
-        STORE(c + (i) * ldc, ci0);                                                        \
-        STORE(c + (i) * ldc + W, ci1);                                                    \
+        STORE(out, ci0);                                                                  \
+        if (VECTORS > 1) STORE(out + (W), ci1);                                           \
     }
 
-/* ROWS is a constant, so unused rows compile away. */
-#define DEFINE_GEMM(NAME, ROWS, PACK, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)  \
-    AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
-                          const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate,  \
-                          T *pack_to)                                                     \
+/* Blocked sums of kernel_set.h into c (row stride ldc); `first` says c holds
+ * nothing yet.  12 accumulators, 2 B vectors and a broadcast fill the 16 YMM
+ * registers, so the block totals go through C.  Pairs run the even rows on
+ * the even B vectors, then load the odd ones into the same registers. */
+#define BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
     {                                                                                     \
         ptrdiff_t k = 0, end;                                                             \
-        (void)pack_to;                                                                    \
         while (k < depth) {                                                               \
             V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
             V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;           \
             end = k + block < depth ? k + block : depth;                                  \
-            for (; k < end; ++k, a += (ROWS)) {                                           \
+            for (; k < end; ++k, a += ROWS) {                                             \
                 const T *row = b + offsets[k];                                            \
-                V b0 = LOAD(row), b1 = LOAD(row + W), x;                                  \
+                V b0 = LOAD(row), b1 = VECTORS > 1 ? LOAD(row + (W)) : b0, x;             \
                 if (PACK) {                                                               \
-                    STORE(pack_to + 2 * W * k, b0);                                       \
-                    STORE(pack_to + 2 * W * k + W, b1);                                   \
+                    STORE(pack_to + 2 * (W) * k, b0);                                     \
+                    STORE(pack_to + 2 * (W) * k + (W), b1);                               \
                 }                                                                         \
-                ROW_STEP(0, ROWS, BROADCAST, FMA, c00, c01)                               \
-                ROW_STEP(1, ROWS, BROADCAST, FMA, c10, c11)                               \
-                ROW_STEP(2, ROWS, BROADCAST, FMA, c20, c21)                               \
-                ROW_STEP(3, ROWS, BROADCAST, FMA, c30, c31)                               \
-                ROW_STEP(4, ROWS, BROADCAST, FMA, c40, c41)                               \
-                ROW_STEP(5, ROWS, BROADCAST, FMA, c50, c51)                               \
+                STEP_ROW(0, BROADCAST, FMA, c00, c01)                                     \
+                if (!PAIRED) STEP_ROW(1, BROADCAST, FMA, c10, c11)                        \
+                STEP_ROW(2, BROADCAST, FMA, c20, c21)                                     \
+                if (!PAIRED) STEP_ROW(3, BROADCAST, FMA, c30, c31)                        \
+                STEP_ROW(4, BROADCAST, FMA, c40, c41)                                     \
+                if (!PAIRED) STEP_ROW(5, BROADCAST, FMA, c50, c51)                        \
+                if (PAIRED) {                                                             \
+                    b0 = LOAD(row + b_shift);                                             \
+                    if (VECTORS > 1) b1 = LOAD(row + b_shift + (W));                      \
+                    STEP_ROW(1, BROADCAST, FMA, c10, c11)                                 \
+                    STEP_ROW(3, BROADCAST, FMA, c30, c31)                                 \
+                    STEP_ROW(5, BROADCAST, FMA, c50, c51)                                 \
+                }                                                                         \
             }                                                                             \
-            ROW_FINISH(0, ROWS, LOAD, STORE, ADD, W, c00, c01)                            \
-            ROW_FINISH(1, ROWS, LOAD, STORE, ADD, W, c10, c11)                            \
-            ROW_FINISH(2, ROWS, LOAD, STORE, ADD, W, c20, c21)                            \
-            ROW_FINISH(3, ROWS, LOAD, STORE, ADD, W, c30, c31)                            \
-            ROW_FINISH(4, ROWS, LOAD, STORE, ADD, W, c40, c41)                            \
-            ROW_FINISH(5, ROWS, LOAD, STORE, ADD, W, c50, c51)                            \
-            accumulate = 1;                                                               \
+            FINISH_ROW(0, T, LOAD, STORE, ADD, W, c00, c01)                               \
+            FINISH_ROW(1, T, LOAD, STORE, ADD, W, c10, c11)                               \
+            FINISH_ROW(2, T, LOAD, STORE, ADD, W, c20, c21)                               \
+            FINISH_ROW(3, T, LOAD, STORE, ADD, W, c30, c31)                               \
+            FINISH_ROW(4, T, LOAD, STORE, ADD, W, c40, c41)                               \
+            FINISH_ROW(5, T, LOAD, STORE, ADD, W, c50, c51)                               \
+            first = 0;                                                                    \
         }                                                                                 \
     }
 
-#define GEMM_F32(NAME, ROWS, PACK)                                                        \
-    DEFINE_GEMM(NAME, ROWS, PACK, float, __m256, _mm256_setzero_ps, _mm256_loadu_ps,      \
-                _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps, 8)
-#define GEMM_F64(NAME, ROWS, PACK)                                                        \
-    DEFINE_GEMM(NAME, ROWS, PACK, double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,    \
-                _mm256_storeu_pd, _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_add_pd, 4)
-#define GEMM_ROWS(TYPE, PACK, P)                                                          \
-    GEMM_##TYPE(gemm_##TYPE##_r1##P, 1, PACK) GEMM_##TYPE(gemm_##TYPE##_r2##P, 2, PACK)   \
-    GEMM_##TYPE(gemm_##TYPE##_r3##P, 3, PACK) GEMM_##TYPE(gemm_##TYPE##_r4##P, 4, PACK)   \
-    GEMM_##TYPE(gemm_##TYPE##_r5##P, 5, PACK) GEMM_##TYPE(gemm_##TYPE##_r6##P, 6, PACK)
-GEMM_ROWS(F32, 0, )
-GEMM_ROWS(F32, 1, _pack)
-GEMM_ROWS(F64, 0, )
-GEMM_ROWS(F64, 1, _pack)
-#define GEMM_TABLE(TYPE, P)                                                               \
-    {gemm_##TYPE##_r1##P, gemm_##TYPE##_r2##P, gemm_##TYPE##_r3##P,                       \
-     gemm_##TYPE##_r4##P, gemm_##TYPE##_r5##P, gemm_##TYPE##_r6##P}
+/* gemm (VECTORS 2), gemm_pack (PACK) and half (VECTORS 1). */
+#define DEFINE_GEMM(NAME, R, NV, PK, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)  \
+    AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
+                          const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate,  \
+                          T *pack_to)                                                     \
+    {                                                                                     \
+        enum { ROWS = R, VECTORS = NV, PAIRED = 0, PACK = PK };                           \
+        const ptrdiff_t b_shift = 0, c_shift = 0;                                         \
+        int first = !accumulate;                                                          \
+        (void)pack_to;                                                                    \
+        (void)b_shift;                                                                    \
+        (void)c_shift;                                                                    \
+        BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
+    }
+
+/* Pairs: blocked sums into c, odd rows reading B `b_shift` and writing C
+ * `c_shift` further.  Not inlined: the storing pairs pass a tile on the
+ * stack, which the compiler would otherwise try to keep in registers. */
+#define DEFINE_PAIR_SUMS(NAME, R, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W) \
+    AVX2 CONVT_NOINLINE static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a,    \
+                                         const T *b, const ptrdiff_t *offsets,            \
+                                         ptrdiff_t b_shift, T *c, ptrdiff_t ldc,          \
+                                         ptrdiff_t c_shift, int first)                    \
+    {                                                                                     \
+        enum { ROWS = R, VECTORS = NV, PAIRED = 1, PACK = 0 };                            \
+        T *pack_to = NULL;                                                                \
+        (void)pack_to;                                                                    \
+        BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
+    }
+#define DEFINE_PAIR(NAME, R, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)      \
+    DEFINE_PAIR_SUMS(NAME##_sums, R, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W) \
+    AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
+                          const ptrdiff_t *offsets, ptrdiff_t sibling, T *c,              \
+                          ptrdiff_t ldc, int accumulate)                                  \
+    {                                                                                     \
+        NAME##_sums(depth, block, a, b, offsets, sibling, c, ldc, sibling, !accumulate);  \
+    }
+
+/* Storing pairs: the blocked sums go to a tile on the stack; the sums of rows
+ * 2j and 2j + 1 are the even and odd outputs of one channel: interleaved
+ * (unpack, then the 128-bit lanes in order), then y = v + bias or y = y + v,
+ * rounded once to the storage type (YLOAD widens a vector exactly, YSTORE
+ * rounds one). */
+#define DEFINE_PAIR_STORE(NAME, SUMS, R, NV, T, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, \
+                          UNPACKLO, UNPACKHI, PERMUTE)                                    \
+    AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
+                          const ptrdiff_t *offsets, ptrdiff_t sibling, void *y,           \
+                          ptrdiff_t ldy, int accumulate, const T *bias)                   \
+    {                                                                                     \
+        enum { ROWS = R, VECTORS = NV };                                                  \
+        T tile[MR * 2 * (W)];                                           \
+        const ptrdiff_t ldt = (NV) * (W);                                                 \
+        int j, v;                                                                         \
+        if (depth < 1) memset(tile, 0, sizeof tile); /* sums of nothing */                \
+        SUMS(depth, block, a, b, offsets, sibling, tile, ldt, 0, 1);                      \
+        for (j = 0; 2 * j < ROWS; ++j)                                                    \
+            for (v = 0; v < VECTORS; ++v) {                                               \
+                V even = LOAD(tile + 2 * j * ldt + v * (W));                              \
+                V odd = LOAD(tile + (2 * j + 1) * ldt + v * (W));                         \
+                V lo = UNPACKLO(even, odd), hi = UNPACKHI(even, odd);                     \
+                V low = PERMUTE(lo, hi, 0x20), high = PERMUTE(lo, hi, 0x31);              \
+                YT *at = (YT *)y + j * ldy + 2 * v * (W);                                 \
+                if (accumulate) {                                                         \
+                    low = ADD(YLOAD(at), low);                                            \
+                    high = ADD(YLOAD(at + (W)), high);                                    \
+                } else if (bias) {                                                        \
+                    low = ADD(low, SET1(bias[j]));                                        \
+                    high = ADD(high, SET1(bias[j]));                                      \
+                }                                                                         \
+                YSTORE(at, low);                                                          \
+                YSTORE(at + (W), high);                                                   \
+            }                                                                             \
+    }
+
+/* pack_pair: both operands of every step of a full panel (2 vectors), aligned. */
+#define DEFINE_PACK_PAIR(NAME, T, LOADU, STORE, W)                                        \
+    AVX2 static void NAME(ptrdiff_t depth, const T *b, const ptrdiff_t *offsets,          \
+                          ptrdiff_t sibling, T *to)                                       \
+    {                                                                                     \
+        ptrdiff_t k;                                                                      \
+        for (k = 0; k < depth; ++k) {                                                     \
+            const T *even = b + offsets[k], *odd = even + sibling;                        \
+            T *low = to + 2 * (W) * k, *high = to + 2 * (W) * (depth + k);                \
+            STORE(low, LOADU(even));                                                      \
+            STORE(low + (W), LOADU(even + (W)));                                          \
+            STORE(high, LOADU(odd));                                                      \
+            STORE(high + (W), LOADU(odd + (W)));                                          \
+        }                                                                                 \
+    }
+
+/* Vector flavours: float (8 lanes) and double (4 lanes). */
+#define F32 float, __m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,         \
+    _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps, 8
+#define F64 double, __m256d, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,       \
+    _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_add_pd, 4
+/* CALL(M, (a, b)) is M(a, b) once the arguments are expanded (portable to MSVC). */
+#define CALL(MACRO, ARGUMENTS) MACRO ARGUMENTS
+
+#define GEMMS(P, NV, PK, FLAVOUR)                                                         \
+    CALL(DEFINE_GEMM, (P##1, 1, NV, PK, FLAVOUR)) CALL(DEFINE_GEMM, (P##2, 2, NV, PK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##3, 3, NV, PK, FLAVOUR)) CALL(DEFINE_GEMM, (P##4, 4, NV, PK, FLAVOUR)) \
+    CALL(DEFINE_GEMM, (P##5, 5, NV, PK, FLAVOUR)) CALL(DEFINE_GEMM, (P##6, 6, NV, PK, FLAVOUR))
+#define GEMM_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6}
+GEMMS(gemm_f32_r, 2, 0, F32)
+GEMMS(gemm_pack_f32_r, 2, 1, F32)
+GEMMS(half_f32_r, 1, 0, F32)
+GEMMS(gemm_f64_r, 2, 0, F64)
+GEMMS(gemm_pack_f64_r, 2, 1, F64)
+GEMMS(half_f64_r, 1, 0, F64)
+
+#define PAIRS(P, NV, FLAVOUR)                                                             \
+    CALL(DEFINE_PAIR, (P##2, 2, NV, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, NV, FLAVOUR))   \
+    CALL(DEFINE_PAIR, (P##6, 6, NV, FLAVOUR))
+#define PAIR_TABLE(P) {P##2, P##4, P##6}
+PAIRS(pair_f32_r, 2, F32)
+PAIRS(pair_half_f32_r, 1, F32)
+PAIRS(pair_f64_r, 2, F64)
+PAIRS(pair_half_f64_r, 1, F64)
+
+/* Widening loads and rounding stores of one vector per storage type. */
+#define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define STORE_F16(p, v) _mm_storeu_si128((__m128i *)(p), \
+    _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define LOAD_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
+    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define STORE_BF16(p, v) _mm_storeu_si128((__m128i *)(p), float_to_bf16_avx2(v))
+AVX2 static __m128i float_to_bf16_avx2(__m256 value);
+
+/* DEFINE_PAIR_STORE arguments per storage after NAME, SUMS, ROWS and VECTORS. */
+#define ST_F32 float, float, __m256, 8, _mm256_loadu_ps, _mm256_loadu_ps, _mm256_storeu_ps, \
+    _mm256_set1_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,                 \
+    _mm256_permute2f128_ps
+#define ST_F16 float, uint16_t, __m256, 8, _mm256_loadu_ps, LOAD_F16, STORE_F16,           \
+    _mm256_set1_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,                 \
+    _mm256_permute2f128_ps
+#define ST_BF16 float, uint16_t, __m256, 8, _mm256_loadu_ps, LOAD_BF16, STORE_BF16,        \
+    _mm256_set1_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,                 \
+    _mm256_permute2f128_ps
+#define ST_F64 double, double, __m256d, 4, _mm256_loadu_pd, _mm256_loadu_pd,               \
+    _mm256_storeu_pd, _mm256_set1_pd, _mm256_add_pd, _mm256_unpacklo_pd,                   \
+    _mm256_unpackhi_pd, _mm256_permute2f128_pd
+#define STORES(P, SUMS, NV, STORAGE)                                                      \
+    CALL(DEFINE_PAIR_STORE, (P##2, SUMS##2_sums, 2, NV, STORAGE))                         \
+    CALL(DEFINE_PAIR_STORE, (P##4, SUMS##4_sums, 4, NV, STORAGE))                         \
+    CALL(DEFINE_PAIR_STORE, (P##6, SUMS##6_sums, 6, NV, STORAGE))
+STORES(store_f32_r, pair_f32_r, 2, ST_F32)
+STORES(store_half_f32_r, pair_half_f32_r, 1, ST_F32)
+STORES(store_f16_r, pair_f32_r, 2, ST_F16)
+STORES(store_half_f16_r, pair_half_f32_r, 1, ST_F16)
+STORES(store_bf16_r, pair_f32_r, 2, ST_BF16)
+STORES(store_half_bf16_r, pair_half_f32_r, 1, ST_BF16)
+STORES(store_f64_r, pair_f64_r, 2, ST_F64)
+STORES(store_half_f64_r, pair_half_f64_r, 1, ST_F64)
+
+DEFINE_PACK_PAIR(pack_pair_f32, float, _mm256_loadu_ps, _mm256_store_ps, 8)
+DEFINE_PACK_PAIR(pack_pair_f64, double, _mm256_loadu_pd, _mm256_store_pd, 4)
 
 /* Direct-engine rows (CONVT_X86_ROW): lanes [0, n) of a vector of 8 floats or 4
  * doubles, for the masked loads and stores of the last partial vector. */
@@ -332,14 +491,28 @@ AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, doub
 AVX2_TRANSPOSE(f32, float, 8, transpose_8x8_f32)
 AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64)
 
-#define AVX2_SET(S, TYPE, NR)                                                             \
-    const convt_kernels_##S convt_avx2_##S = {                                            \
-        "avx2", MR, NR, CONVT_SET_PACK | CONVT_SET_FUSED,                                 \
-        GEMM_TABLE(TYPE, ), GEMM_TABLE(TYPE, _pack), {0}, {{0}}, {{{0}}},                 \
-        convt_avx2_row_##S, channels_##S, convt_avx2_interleave_##S, convt_portable_store_even_##S,     \
-        convt_avx2_add_bias_##S, CONVT_AVX2_LOADS_##TYPE, CONVT_AVX2_STORES_##TYPE, 0,    \
-        convt_avx2_transpose_##S, stencil_##S};
-AVX2_SET(f32, F32, 16)
-AVX2_SET(f64, F64, 8)
+#define AVX2_FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_FUSED |   \
+                    CONVT_SET_PACK_PAIRS)
+#define NO_STORES {{0}, {0}}
+const convt_kernels_f32 convt_avx2_f32 = {
+    "avx2", MR, 16, AVX2_FLAGS,
+    GEMM_TABLE(gemm_f32_r), GEMM_TABLE(gemm_pack_f32_r), GEMM_TABLE(half_f32_r),
+    {PAIR_TABLE(pair_f32_r), PAIR_TABLE(pair_half_f32_r)},
+    {{PAIR_TABLE(store_f16_r), PAIR_TABLE(store_half_f16_r)},
+     {PAIR_TABLE(store_bf16_r), PAIR_TABLE(store_half_bf16_r)},
+     {PAIR_TABLE(store_f32_r), PAIR_TABLE(store_half_f32_r)},
+     NO_STORES},
+    convt_avx2_row_f32, channels_f32, convt_avx2_interleave_f32, convt_portable_store_even_f32,
+    convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32,
+    convt_avx2_transpose_f32, stencil_f32};
+
+const convt_kernels_f64 convt_avx2_f64 = {
+    "avx2", MR, 8, AVX2_FLAGS,
+    GEMM_TABLE(gemm_f64_r), GEMM_TABLE(gemm_pack_f64_r), GEMM_TABLE(half_f64_r),
+    {PAIR_TABLE(pair_f64_r), PAIR_TABLE(pair_half_f64_r)},
+    {NO_STORES, NO_STORES, NO_STORES, {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
+    convt_avx2_row_f64, channels_f64, convt_avx2_interleave_f64, convt_portable_store_even_f64,
+    convt_avx2_add_bias_f64, CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64,
+    convt_avx2_transpose_f64, stencil_f64};
 
 #endif /* x86-64 */
