@@ -264,7 +264,9 @@ def tune_min_work_items(args):
     layers = [Layer((1, 64, 32, 32), (64, 32, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
               Layer((1, 128, 16, 16), (128, 64, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
               Layer((1, 256, 256), (256, 128, 8), strides=(4,), pads=(2, 2))]
-    _sweep(args, "work items to aim for", "MIN_WORK_ITEMS", [4, 8, 16, 24, 48], layers)
+    _sweep(args, f"work items to aim for, per core ({os.cpu_count()} cores; at most "
+           f"MAX_WORK_ITEMS={_dispatch.MAX_WORK_ITEMS})", "WORK_ITEMS_PER_CORE",
+           [1, 2, 4, 8, 12], layers)
     _sweep(args, "fewest grid rows per split tile", "MIN_SPLIT_ROWS", [1, 2, 4, 8], layers)
 
 

@@ -119,10 +119,18 @@ DEFAULT_L1_BYTES = 32 * 1024
 # Columns a tile is cut into when a single grid row exceeds the budget (BLAS,
 # whose panels are the tile).
 MIN_TILE = 16
-# Work items to aim for, so that threads finish together (dynamic schedule);
-# plans never depend on the thread count, so results do not either.
-MIN_WORK_ITEMS = 24
-# Fewest grid rows per tile when tiles are split for MIN_WORK_ITEMS: a tile
+# Work items to aim for, so that threads finish together (dynamic schedule):
+# WORK_ITEMS_PER_CORE per core of the machine (os.cpu_count, not the call's
+# threads: plans never depend on the thread count, so results do not either),
+# at most MAX_WORK_ITEMS.  Every item beyond one costs: smaller tiles re-read
+# their halo, row groups repeat the tile's fill and B packing.  On 2 Zen 3
+# cores (2 threads, same-process A/B) 8 items instead of 24 ran a k3 s2 Conv
+# (128 -> 256 on 56x56) 8%, a k7 Conv on 4096 samples 13%, a batched k4s2
+# vocoder 6%, dcgan k4s2 3% faster, the others within 1-2%; 4 items lost 9% on a
+# k3 Conv (64 on 56x56).
+MAX_WORK_ITEMS = 24
+WORK_ITEMS_PER_CORE = 4
+# Fewest grid rows per tile when tiles are split for work items: a tile
 # re-reads its taps' span of rows (one row for k4s2), at most 1/4 more.
 MIN_SPLIT_ROWS = 4
 # Row blocks an item needs before the first block's B panel is packed for the
@@ -536,7 +544,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         max_depth=chunk_depth(name),
         pair_max_depth=_pair_max_depth(name, kernels, accumulation, storage) if pairs else 0,
         min_tile=MIN_TILE,
-        min_work_items=MIN_WORK_ITEMS,
+        min_work_items=work_items_target(),
         min_split_rows=MIN_SPLIT_ROWS,
         sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT),
     )
@@ -622,13 +630,19 @@ def pair_chunk_depth(kernel_set, vector_bytes):
     return _l1_sized(2 * vector_bytes, factor)
 
 
+def work_items_target():
+    """Work items a plan aims for on this machine: WORK_ITEMS_PER_CORE per core
+    (os.cpu_count, whatever the call's threads), at most MAX_WORK_ITEMS."""
+    return max(1, min(MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE * (os.cpu_count() or 1)))
+
+
 def tuning():
     """The tuning constants now (tests and benchmarks/tune.py change them): part of
     every cache key that a decision feeds."""
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR,
-            MIN_TILE, MIN_WORK_ITEMS, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
+            MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES, STENCIL_ROWS,
             STENCIL_MAX_OUTPUTS)

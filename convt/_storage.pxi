@@ -40,6 +40,11 @@ cdef inline void load_run(const Storage* s, acc_t* dst, const char* src, Py_ssiz
             s.kernels.f32.load[s.type](dst, src, count)
         else:
             s.kernels.f64.load[s.type](dst, src, count)
+    elif step == 2 and is_accumulation(s.type, dst):
+        # Conv's stride 2 (one residue of a decimated row): a constant stride the
+        # compiler vectorises with shuffles
+        for i in range(count):
+            dst[i] = (<const acc_t*>src)[2 * i]
     elif is_accumulation(s.type, dst):
         for i in range(count):
             dst[i] = (<const acc_t*>src)[i * step]

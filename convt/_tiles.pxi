@@ -23,7 +23,9 @@ cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_
     1 and 0 but for Conv's strides)."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t decimation = g.axes[last].decimation
-    cdef Py_ssize_t size = (g.axes[last].in_size - residue + decimation - 1) // decimation
+    cdef Py_ssize_t size = g.axes[last].in_size - residue
+    if decimation != 1:  # a division per run costs as much as a short copy
+        size = (size + decimation - 1) // decimation
     cdef Py_ssize_t step = g.ops.x_strides[2 + last]
     cdef Py_ssize_t lo = min(max(0, -origin), count)
     cdef Py_ssize_t hi = max(lo, min(count, size - origin))

@@ -260,3 +260,12 @@ def test_exact_stacks_storing_into_y_reserve_no_product_buffer():
         _, plan = plan_of(kernel_set, x, w, strides=(2, 2), pads=(1, 1, 1, 1))
         assert plan.stacks["store_direct"].all()
         assert plan.product_capacity == 0
+
+
+@pytest.mark.parametrize("cores, items", [(1, 4), (2, 8), (4, 16), (6, 24), (64, 24), (None, 4)])
+def test_plans_aim_for_work_items_per_core_of_the_machine(monkeypatch, cores, items):
+    monkeypatch.setattr(_dispatch.os, "cpu_count", lambda: cores)
+    assert _dispatch.work_items_target() == items
+    problem = _problem((1, 64, 32, 32), (64, 32, 4, 4), strides=(2, 2))
+    assert _dispatch.decide(problem).blocking.min_work_items == items
+
