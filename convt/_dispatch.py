@@ -150,6 +150,16 @@ PAIR_PACK_MIN_BLOCKS = 8
 # unet3d 6%, dcgan k4s2 and the VAE decoder 3%, audio k16s8 and float64 k4s2
 # 2%, batch 3x3 1.5% faster.  The AVX2 kernels (two B loads per row step) keep
 # packing on every CPU (`tune.py --only pack`: never packing lost 6-20% on Zen 4).
+# Exact stacks of the AVX2 set need at least this many reduction steps per 4
+# bytes of output (256 float32, 512 float64): their pair kernels write y a few
+# hundred bytes at a time for many channels at once, where the product path
+# scatters whole rows, and on shallow reductions that costs more than the
+# product buffer saves.  On 2 Zen 3 cores (1 thread, separate processes), k4s2
+# against the product path: depth 64 lost 32-47% (16 channels on 256x256,
+# float32 and float64), 128 lost 12-28%, 256 ranged from -12% (float64, 64x64)
+# through a tie (float32, 64x64) to +5% and +15% (float32, 32x32 and 8x8), 512
+# gained 3-12% (float32 and float64, VAE decoder), 1024 11% (dcgan).
+AVX2_EXACT_MIN_DEPTH = 256
 # Blocked summation: about 2 sqrt(depth) steps per block minimise float32
 # errors; these steps are cheap for the kernels' loop structure.
 SUM_BLOCK_SHALLOW = 32
@@ -337,6 +347,7 @@ class Blocking:
     nr: int                      # positions per panel (0: BLAS, one panel per tile)
     itemsize: int                # accumulation bytes
     exact_stacks: bool
+    exact_min_depth: int         # shallower reductions keep the product path
     residue_pairs: bool
     store_direct: bool           # exact stacks may store straight into y
     rounds_once: bool            # narrow storage: straight stores need one K chunk
@@ -536,6 +547,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         nr=0 if blas else kernels.nr,
         itemsize=accumulation.itemsize,
         exact_stacks=pairs,
+        exact_min_depth=AVX2_EXACT_MIN_DEPTH * accumulation.itemsize // 4 if name == "avx2" else 0,
         residue_pairs=not blas,
         store_direct=pairs and problem.y_rows_contiguous,
         rounds_once=storage in NARROW,
@@ -642,7 +654,7 @@ def tuning():
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR,
-            MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
+            AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES, STENCIL_ROWS,
             STENCIL_MAX_OUTPUTS)

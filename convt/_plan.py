@@ -476,7 +476,7 @@ def _stack_tile(stack, cg, min_items, blocking, rows=None):
     return taps, chunk, extents, reach, tile
 
 
-def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
+def _exact_pairs(stack, stride, tile, col_tiles, mg, depth, blocking):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
     A tile's product rows are runs of ``row_stride`` columns, so contiguous
@@ -484,7 +484,8 @@ def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
     on every row.  When the last axis has two phases of equal length, in whole
     half-panels, the pair kernels read the two phases' B rows one shift apart
     and compute each grid row's valid positions only; row blocks then hold
-    whole phase pairs of one leading phase (see block_start).
+    whole phase pairs of one leading phase (see block_start).  ``depth``: the
+    reduction (input channels per group x taps), at least blocking.exact_min_depth.
     """
     phases = stack[-1].phases
     panel = blocking.nr
@@ -502,6 +503,7 @@ def _exact_pairs(stack, stride, tile, col_tiles, mg, blocking):
         and col_tiles == 1
         and tile.cols == stack[-1].extent
         and 2 * mg >= blocking.mr
+        and depth >= blocking.exact_min_depth
     )
 
 
@@ -583,7 +585,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
         col_tiles = -(-extents[-1] // tile.cols)
         tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
-        exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, blocking)
+        exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, cg * taps, blocking)
         if (exact and blocking.store_direct
                 and max(1, min(cg, blocking.pair_max_depth // taps)) != chunk):
             # exact stacks storing into y take their own K chunks (pair_chunk_depth)
@@ -591,7 +593,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             taps_s, chunk_s, extents_s, reach_s, tile_s = _stack_tile(
                 stack, cg, min_items, paired, forced_rows.get(index))
             col_tiles_s = -(-extents_s[-1] // tile_s.cols)
-            if (_exact_pairs(stack, out_strides[-1], tile_s, col_tiles_s, mg, blocking)
+            if (_exact_pairs(stack, out_strides[-1], tile_s, col_tiles_s, mg, cg * taps, blocking)
                     and _stores_pairs(blocking, chunk_s, cg)):
                 chunk, tile, col_tiles = chunk_s, tile_s, col_tiles_s
                 row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)

@@ -269,3 +269,16 @@ def test_plans_aim_for_work_items_per_core_of_the_machine(monkeypatch, cores, it
     problem = _problem((1, 64, 32, 32), (64, 32, 4, 4), strides=(2, 2))
     assert _dispatch.decide(problem).blocking.min_work_items == items
 
+
+
+@pytest.mark.parametrize("dtype, channels, exact", [
+    (np.float32, 16, False), (np.float32, 64, True), (np.float64, 64, False),
+    (np.float64, 128, True), (np.float16, 64, True)])
+def test_avx2_exact_stacks_need_deep_reductions(dtype, channels, exact):
+    # k4s2: 4 taps per stack, so the depth is 4 x channels (256 float32 steps, 512 float64)
+    if "avx2" not in _dispatch.available_kernel_sets():
+        pytest.skip("needs AVX2")
+    problem = _problem((1, channels, 64, 64), (channels, channels, 4, 4), dtype, strides=(2, 2),
+                       pads=(1, 1, 1, 1))
+    decision = _dispatch.decide(problem, kernel_set="avx2")
+    assert bool(_engine.plan_for(problem, decision).stacks["exact"].any()) == exact

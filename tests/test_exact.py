@@ -29,6 +29,13 @@ CASES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def exact_at_any_depth(monkeypatch):
+    """The cases are shallow (a few channels): the AVX2 set would run them on the
+    product path (AVX2_EXACT_MIN_DEPTH), so its exact stacks are forced here."""
+    monkeypatch.setattr(_dispatch, "AVX2_EXACT_MIN_DEPTH", 0)
+
+
 # Cases whose plan has no exact stack with some set's blocking (exact stacks need a
 # window tile; a window is chosen unless several times larger than the gathered
 # taps, _plan.WINDOW_MAX_EXCESS): none at present.

@@ -281,10 +281,10 @@ AVX2 static inline __m256i lanes_between_f64(ptrdiff_t lo, ptrdiff_t hi)
     return _mm256_andnot_si256(lanes_below_f64(lo), lanes_below_f64(hi));
 }
 
-CONVT_X86_STENCIL(AVX2 static, stencil_f32, float, __m256, 8, __m256i, lanes_between_f32,
+CONVT_X86_STENCIL(AVX2 static, stencil_f32, 0, float, __m256, 8, __m256i, lanes_between_f32,
                   _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_maskload_ps,
                   _mm256_maskstore_ps, _mm256_broadcast_ss, _mm256_fmadd_ps)
-CONVT_X86_STENCIL(AVX2 static, stencil_f64, double, __m256d, 4, __m256i, lanes_between_f64,
+CONVT_X86_STENCIL(AVX2 static, stencil_f64, 0, double, __m256d, 4, __m256i, lanes_between_f64,
                   _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_maskload_pd,
                   _mm256_maskstore_pd, _mm256_broadcast_sd, _mm256_fmadd_pd)
 

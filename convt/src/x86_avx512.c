@@ -220,10 +220,10 @@ static inline unsigned lanes_between_8(ptrdiff_t lo, ptrdiff_t hi)
 {
     return ((1u << CLAMP(hi, 8)) - 1u) & ~((1u << CLAMP(lo, 8)) - 1u);
 }
-CONVT_X86_STENCIL(AVX512, convt_avx512_stencil_f32, float, __m512, 16, unsigned,
+CONVT_X86_STENCIL(AVX512, convt_avx512_stencil_f32, 1, float, __m512, 16, unsigned,
                   lanes_between_16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
                   MASKED_LOAD_PS, MASKED_STORE_PS, SPLAT_PS, _mm512_fmadd_ps)
-CONVT_X86_STENCIL(AVX512, convt_avx512_stencil_f64, double, __m512d, 8, unsigned,
+CONVT_X86_STENCIL(AVX512, convt_avx512_stencil_f64, 1, double, __m512d, 8, unsigned,
                   lanes_between_8, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
                   MASKED_LOAD_PD, MASKED_STORE_PD, SPLAT_PD, _mm512_fmadd_pd)
 
