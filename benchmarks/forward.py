@@ -5,14 +5,18 @@ Usage:
                                  [--engines convt,torch,onnxruntime,openvino]
                                  [--memory] [--out benchmarks/results]
 
-Every engine runs in its own fresh process (one after the other, never at the
-same time), on the same seeded inputs (benchmarks/forward_workloads.py), with
-N threads (default 2): each workload is called twice to warm up, then R times
-(default 9); the median is reported.  The parent checks that every engine's
-output agrees with convt's, writes <out>/forward-latest.md and .json and
-prints the table.  With --memory it also measures, in one fresh process per
-engine and layer, the peak resident memory of one call on the 96^3 volumes of
-MEMORY_WORKLOADS above inputs + output.
+Timed as benchmarks/run.py times ConvTranspose: every engine runs in a worker
+process of its own (one per engine and thread count, kept across workloads),
+on the same seeded inputs (benchmarks/forward_workloads.py); the driver times
+the engines in turn, the order rotating every round, each timed call after
+the workers' CPU use has settled (no pool left spinning) and after one
+untimed priming call, R rounds (default 11), at N threads (default: the
+cores this process may use) and, when N > 1, at 1 thread; the median is
+reported.  The driver checks that every engine's output agrees with convt's,
+writes <out>/forward-latest.md and .json and prints the tables.  With
+--memory it also measures, in one fresh process per engine and layer, the
+peak resident memory of one call on the 96^3 volumes of MEMORY_WORKLOADS
+above inputs + output.
 
 What is called (bias None everywhere):
 
@@ -46,13 +50,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engines as table_engines  # noqa: E402
 from forward_workloads import MEMORY_WORKLOADS, by_name, make_inputs  # noqa: E402
+from machine import usable_cores  # noqa: E402
+from workers import TaskFailed, Worker, WorkerFailed, describe_failure  # noqa: E402
 
 ENGINES = ("convt", "torch", "onnxruntime", "openvino")
 # (engine, dtype) pairs computed in a narrower type than asked for.
 REDUCED_PRECISION = {("openvino", "float64"): "float32"}
 PREFERRED_ONNX_OPSET = 22
-WARMUP_CALLS = 2
 SAMPLE_VALUES = 4096          # output values sent back to the parent for the agreement check
 SUBPROCESS_TIMEOUT_SECONDS = 1200
 MIB = 2**20
@@ -173,32 +179,23 @@ def engine_version(engine):
         return None
 
 
-# --- worker: one engine, in its own process --------------------------------------
+# --- worker tasks: one engine, in its own process (benchmarks/workers.py) ----------
 
-def time_call(call, repeat):
-    """Seconds of ``repeat`` calls after WARMUP_CALLS untimed ones, and the last result."""
-    for _ in range(WARMUP_CALLS):
-        result = call()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return times, result
+def prepare_task(engine, name, threads):
+    """Build ``engine`` for the workload ``name``, make one call, keep the call ready
+    for ``time_calls``; return the output's shape and a sample of its values."""
+    table_engines.release()
+    workload = by_name(name)[0]
+    x, w = make_inputs(workload)
+    call = PREPARERS[engine](workload, x, w, threads)
+    result = np.asarray(call())
+    table_engines.Prepared.call = call
+    return {"shape": list(result.shape),
+            "sample": result.ravel()[:SAMPLE_VALUES].astype(np.float64).tolist()}
 
 
-def time_workload(engine, workload, threads, repeat):
-    """One workload on one engine: its times and a sample of its output, or its error."""
-    record = {"workload": workload.name, "engine": engine}
-    try:
-        x, w = make_inputs(workload)
-        times, result = time_call(PREPARERS[engine](workload, x, w, threads), repeat)
-        result = np.asarray(result)
-        record.update(times=times, shape=list(result.shape),
-                      sample=result.ravel()[:SAMPLE_VALUES].astype(np.float64).tolist())
-    except Exception as exc:  # noqa: BLE001 - reported as n/a, the run goes on
-        record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-    return record
+TASKS = {"prepare": prepare_task, "time_calls": table_engines.time_calls,
+         "release": table_engines.release}
 
 
 def status_bytes(field):
@@ -248,21 +245,16 @@ def memory_workload(engine, workload, threads):
     return record
 
 
-def worker(arguments):
-    """Run one engine on the workloads and print one JSON record per workload."""
-    if arguments.memory_workload:
-        workload = by_name(arguments.memory_workload, MEMORY_WORKLOADS)[0]
-        print(json.dumps(memory_workload(arguments.worker, workload, arguments.threads)))
-        return
-    for workload in by_name(arguments.only):
-        print(json.dumps(time_workload(arguments.worker, workload, arguments.threads,
-                                       arguments.repeat)), flush=True)
+def memory_worker(arguments):
+    """Measure one engine's memory on one layer and print its JSON record."""
+    workload = by_name(arguments.memory_workload, MEMORY_WORKLOADS)[0]
+    print(json.dumps(memory_workload(arguments.worker, workload, arguments.threads)))
 
 
-# --- parent: engines one after the other, then the report --------------------------
+# --- parent: engines in turn, then the report ----------------------------------------
 
 def run_process(engine, extra, threads):
-    """Records printed by a worker process for ``engine`` (each run in a fresh process)."""
+    """Records printed by a fresh process for ``engine`` (the memory measurements)."""
     command = [sys.executable, __file__, "--worker", engine, "--threads", str(threads), *extra]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     done = subprocess.run(command, capture_output=True, text=True, env=env,
@@ -271,6 +263,50 @@ def run_process(engine, extra, threads):
     if done.returncode != 0 and not records:
         message = (done.stderr.strip().splitlines() or ["failed"])[-1][:200]
         return [{"engine": engine, "error": message}]
+    return records
+
+
+def time_workload_in_turn(workload, workers, repeat):
+    """One record per engine: its times (s) and output sample, or its error."""
+    records, ready = {}, {}
+    for engine, worker in workers.items():
+        records[engine] = {"workload": workload.name, "engine": engine}
+        try:
+            records[engine].update(worker.call("prepare", engine, workload.name, worker.threads))
+            ready[engine] = worker
+        except (TaskFailed, WorkerFailed) as exc:
+            records[engine]["error"] = describe_failure(exc, 200)
+
+    def pids():
+        return [worker.pid for worker in workers.values() if worker.pid is not None]
+
+    for engine, timing in table_engines.time_in_turn(ready, repeat, pids).items():
+        if "unavailable" in timing:
+            records[engine]["error"] = timing["unavailable"]
+        else:
+            records[engine]["times"] = [ms / 1e3 for ms in timing["times_ms"]]
+    for worker in ready.values():
+        try:
+            worker.call("release")
+        except (TaskFailed, WorkerFailed):
+            pass  # a dead worker holds nothing
+    return list(records.values())
+
+
+def time_all(engines, workloads, threads, repeat):
+    """Records of every engine on every workload at ``threads`` threads."""
+    workers = {engine: Worker(f"{engine}@{threads}", "forward", threads) for engine in engines}
+    records = []
+    try:
+        for workload in workloads:
+            records += time_workload_in_turn(workload, workers, repeat)
+            line = ", ".join(f"{r['engine']} {statistics.median(r['times']) * 1e3:.3g} ms"
+                             if "times" in r else f"{r['engine']} n/a"
+                             for r in records[-len(engines):])
+            print(f"{workload.name:22s} t{threads} {line}", file=sys.stderr, flush=True)
+    finally:
+        for worker in workers.values():
+            worker.stop()
     return records
 
 
@@ -342,27 +378,33 @@ def memory_table(records):
     return "\n".join(lines)
 
 
-def report(records, memory, workloads, engines, threads):
-    """The markdown report of a run."""
-    timed, mean = table(records, workloads, engines)
+def report(runs, memory, workloads, engines):
+    """The markdown report of a run: ``runs`` maps a thread count to its records."""
     versions = ", ".join(f"{e} {engine_version(e)}" for e in engines)
-    failures = [f"- {r['engine']} on {r.get('workload', 'every workload')}: {r['error']}"
-                for r in records if "error" in r]
-    agreements = [r.get("relative_difference") for r in records
-                  if r.get("relative_difference") is not None and r["engine"] != "convt"]
+    counts = sorted(runs, reverse=True)
     parts = [
-        f"# Forward Conv, {datetime.date.today()}, {threads} thread(s)",
-        f"{os.uname().machine}, {os.cpu_count()} CPUs visible; {versions}. Median of the "
-        f"timed calls, each engine in its own process; (f32): computed in float32, not "
-        f"counted as the fastest float64 engine.",
-        timed,
-        (f"Geometric mean of convt's speed-up vs the fastest other engine: **{mean:.2f}x**"
-         if mean else "No speed-up could be computed."),
-        (f"Largest relative difference of a sampled output from convt's: "
-         f"{max(agreements):.1e}." if agreements else ""),
+        f"# Forward Conv, {datetime.date.today()}, {' and '.join(map(str, counts))} thread(s)",
+        f"{os.uname().machine}, {os.cpu_count()} CPUs visible; {versions}. Each engine in its "
+        f"own worker process, timed in turn (the order rotating every round) after the workers "
+        f"went idle and one priming call; medians of the timed calls; (f32): computed in "
+        f"float32, not counted as the fastest float64 engine.",
     ]
-    if failures:
-        parts.append("Not measured:\n" + "\n".join(failures))
+    for threads in counts:
+        records = runs[threads]
+        timed, mean = table(records, workloads, engines)
+        agreements = [r.get("relative_difference") for r in records
+                      if r.get("relative_difference") is not None and r["engine"] != "convt"]
+        parts += [
+            f"## {threads} thread(s)", timed,
+            (f"Geometric mean of convt's speed-up vs the fastest other engine at {threads} "
+             f"thread(s): **{mean:.2f}x**" if mean else "No speed-up could be computed."),
+            (f"Largest relative difference of a sampled output from convt's: "
+             f"{max(agreements):.1e}." if agreements else ""),
+        ]
+        failures = [f"- {r['engine']} on {r.get('workload', 'every workload')}: {r['error']}"
+                    for r in records if "error" in r]
+        if failures:
+            parts.append("Not measured:\n" + "\n".join(failures))
     if memory:
         parts.append("## Memory\n\nPeak resident memory of one call above inputs + output, "
                      "one fresh process per engine and layer:\n\n" + memory_table(memory))
@@ -371,8 +413,10 @@ def report(records, memory, workloads, engines, threads):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=usable_cores(),
+                        help="threads for every engine (default: the cores this process may "
+                             "use); every engine is also timed at 1 thread")
+    parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--only", help="comma-separated workload names")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--memory", action="store_true", help="also measure peak memory")
@@ -381,17 +425,15 @@ def main():
     parser.add_argument("--memory-workload", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.worker:
-        worker(arguments)
+        memory_worker(arguments)
         return
     engines = [e for e in arguments.engines.split(",") if e]
     workloads = by_name(arguments.only)
-    extra = ["--repeat", str(arguments.repeat)] + (["--only", arguments.only]
-                                                    if arguments.only else [])
-    records = []
-    for engine in engines:
-        print(f"timing {engine} ...", file=sys.stderr, flush=True)
-        records += run_process(engine, extra, arguments.threads)
-    agreement(records)
+    counts = [arguments.threads] + ([1] if arguments.threads > 1 else [])
+    runs = {}
+    for threads in counts:
+        runs[threads] = time_all(engines, workloads, threads, arguments.repeat)
+        agreement(runs[threads])
     memory = []
     if arguments.memory:
         for workload in MEMORY_WORKLOADS:
@@ -399,13 +441,14 @@ def main():
                 print(f"memory {engine} {workload.name} ...", file=sys.stderr, flush=True)
                 memory += run_process(engine, ["--memory-workload", workload.name],
                                       arguments.threads)
-    text = report(records, memory, workloads, engines, arguments.threads)
+    text = report(runs, memory, workloads, engines)
     out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "forward-latest.md").write_text(text)
-    kept = [{k: v for k, v in r.items() if k != "sample"} for r in records]
+    kept = {str(threads): [{k: v for k, v in r.items() if k != "sample"} for r in records]
+            for threads, records in runs.items()}
     (out / "forward-latest.json").write_text(json.dumps(
-        {"threads": arguments.threads, "records": kept, "memory": memory}, indent=1))
+        {"threads": counts, "records": kept, "memory": memory}, indent=1))
     print(text)
 
 
