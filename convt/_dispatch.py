@@ -216,6 +216,17 @@ MAX_THREADS = 256
 # more than it saves.
 MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 
+# Calls below this many multiply-adds run on their caller alone, by default,
+# while the pool finds the cores contended (convt_pool_contended: a recent call
+# waited for a worker descheduled in the middle of an item, which on a loaded
+# machine costs a scheduler slice, milliseconds).  A second thread gains at
+# most half of such a call; above, it gains more than it risks: on 2 Zen 3
+# cores with both kept busy by other processes, a 1 -> 1 k4s2 call on 512x512
+# (4 M multiply-adds) took 1.68 ms with 2 threads against 1.01 ms with one,
+# while a 64 -> 32 k4s2 call on 16x16 (8.4 M) and larger ones ran 1.5-2x faster
+# on 2 threads even there.
+CONTENDED_MAX_MULTIPLY_ADDS = 1 << 23
+
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
 
 # Flags of a kernel set (CONVT_SET_* in convt/src/kernel_set.h).
@@ -679,11 +690,20 @@ def default_threads():
 
 def resolve_threads(num_threads, work_items, multiply_adds):
     """Threads to use: ``num_threads``, or :func:`default_threads`; never more than
-    the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each can keep busy.
-    Results do not depend on it."""
+    the work items, nor than MIN_MULTIPLY_ADDS_PER_THREAD each can keep busy; by
+    default, one for calls under CONTENDED_MAX_MULTIPLY_ADDS while the pool finds
+    the cores contended.  Results do not depend on it."""
     feeds = max(1, multiply_adds // MIN_MULTIPLY_ADDS_PER_THREAD)
     if min(work_items, feeds) <= 1:
         return 1  # without asking the OS for the cores (a system call) on tiny calls
     if num_threads is None:
+        if multiply_adds < CONTENDED_MAX_MULTIPLY_ADDS and _pool_contended():
+            return 1
         num_threads = default_threads()
     return max(1, min(num_threads, work_items, feeds, MAX_THREADS))
+
+
+def _pool_contended():
+    from ._compiled import load
+
+    return load().pool_contended()

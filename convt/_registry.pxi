@@ -13,6 +13,12 @@ def pool_workers():
     return convt_pool_workers()
 
 
+def pool_contended():
+    """Whether a recent threaded call waited long for a descheduled worker thread
+    (other processes keep the cores busy); it stays so for a second."""
+    return bool(convt_pool_contended())
+
+
 def _feature_names(unsigned bits):
     return [name for name, bit in CPU_FEATURES.items() if bits & bit]
 
@@ -132,3 +138,35 @@ def _check_records():
                 f"{fields}, but convt._records has {dtype.itemsize} bytes {dtype.names}; "
                 f"rebuild the extension (pip install .)."
             )
+
+
+# A pool job whose first worker item runs long, as if its thread were descheduled
+# in the middle of it (tests of the contention signal, tests/test_threads.py).
+cdef struct StallJob:
+    double item_seconds
+    double stall_seconds
+    int stalled
+
+
+cdef void stall_task(void* context, Py_ssize_t item, int slot) noexcept nogil:
+    cdef StallJob* job = <StallJob*>context
+    cdef double seconds = job.item_seconds
+    cdef double end
+    if slot != 0 and not job.stalled:
+        job.stalled = 1  # one worker item at most (a race between workers only adds one)
+        seconds = job.stall_seconds
+    end = convt_seconds() + seconds
+    while convt_seconds() < end:
+        pass
+
+
+def _run_stalled_job(Py_ssize_t items, double item_seconds, double stall_seconds):
+    """Threads that ran items of a 2-thread job of ``items`` busy-waits of
+    ``item_seconds``, the first item a worker claims lasting ``stall_seconds``."""
+    cdef StallJob job
+    job.item_seconds = item_seconds
+    job.stall_seconds = stall_seconds
+    job.stalled = 0
+    with nogil:
+        used = convt_run(stall_task, &job, items, 2)
+    return used

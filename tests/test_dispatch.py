@@ -282,3 +282,18 @@ def test_avx2_exact_stacks_need_deep_reductions(dtype, channels, exact):
                        pads=(1, 1, 1, 1))
     decision = _dispatch.decide(problem, kernel_set="avx2")
     assert bool(_engine.plan_for(problem, decision).stacks["exact"].any()) == exact
+
+
+def test_small_default_thread_calls_stay_on_the_caller_while_the_cores_are_contended(monkeypatch):
+    monkeypatch.setattr(_dispatch, "default_threads", lambda: 2)
+    small, large = _dispatch.CONTENDED_MAX_MULTIPLY_ADDS - 1, _dispatch.CONTENDED_MAX_MULTIPLY_ADDS
+    monkeypatch.setattr(_dispatch, "_pool_contended", lambda: False)
+    assert _dispatch.resolve_threads(None, 8, small) == 2
+    monkeypatch.setattr(_dispatch, "_pool_contended", lambda: True)
+    assert _dispatch.resolve_threads(None, 8, small) == 1
+    assert _dispatch.resolve_threads(None, 8, large) == 2
+    assert _dispatch.resolve_threads(2, 8, small) == 2   # asked for: kept
+
+
+def test_the_pool_reports_contention_as_a_bool():
+    assert _kernels.pool_contended() in (True, False)

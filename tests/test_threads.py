@@ -157,3 +157,14 @@ def test_shallow_reductions_run_avx2_unless_avx512_is_requested(monkeypatch):
     assert kernel_set(15, {}) == "avx2"      # depth 60
     assert kernel_set(16, {}) == "avx512"    # depth 64
     assert kernel_set(1, {_dispatch.KERNEL_SET_VARIABLE: "avx512"}) == "avx512"
+
+
+def test_a_worker_stalled_in_an_item_marks_the_cores_contended():
+    # the caller runs out of items after about 7 ms and waits ~25 ms for the worker
+    used = _kernels._run_stalled_job(8, 1e-3, 30e-3)
+    if used < 2:
+        pytest.skip("the worker did not start within the job (machine too busy to stage it)")
+    assert _kernels.pool_contended()
+    if _dispatch.default_threads() > 1:
+        assert _dispatch.resolve_threads(None, 8, 1000 * _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD) > 1
+    assert _dispatch.resolve_threads(None, 8, _dispatch.CONTENDED_MAX_MULTIPLY_ADDS - 1) == 1

@@ -106,6 +106,25 @@ static volatile int64_t ticket;        /* generation << 32 | next item */
 static volatile int64_t finished;      /* items of the current job that have run */
 static volatile int64_t participants;  /* threads that ran one of its items */
 
+/* Contention: a call whose caller, out of items, waited for the workers' last
+ * items longer than CONTENDED_SHARE of the call (and CONTENDED_MIN_SECONDS)
+ * had a worker descheduled in the middle of an item, as on a machine where
+ * other processes keep the cores busy.  Until `contended_until`,
+ * convt_pool_contended() says so and the planner keeps small calls on their
+ * caller; the next threaded call after that measures again.  The window is
+ * CONTENDED_SECONDS, doubled for each contended call in a row (`strikes`, up to
+ * CONTENDED_MAX_STRIKES), so that a machine that stays loaded is probed ever
+ * more rarely; a threaded call without a long wait starts over.  Jobs of fewer
+ * than CONTENDED_MIN_ITEMS items are not judged: their last item is a large
+ * share of the call even on an idle machine. */
+#define CONTENDED_SHARE 0.3
+#define CONTENDED_MIN_SECONDS 100e-6
+#define CONTENDED_SECONDS 1.0
+#define CONTENDED_MAX_STRIKES 5
+#define CONTENDED_MIN_ITEMS 4
+static int strikes;
+static volatile double contended_until = -1.0;
+
 /* The next item of job `generation`, or -1 when there is none left. */
 static ptrdiff_t claim(int64_t generation, ptrdiff_t items)
 {
@@ -247,6 +266,7 @@ int convt_run(convt_task task, void *context, ptrdiff_t items, int threads)
     int64_t generation;
     int spins = 0;
     ptrdiff_t item;
+    double start, waited;
     if (threads > items) threads = (int)items;
     if (items > 0x7fffffff) threads = 1;  /* the ticket counts items in 31 bits */
     if (threads <= 1 || !try_lock(&pool.busy)) {
@@ -269,15 +289,35 @@ int convt_run(convt_task task, void *context, ptrdiff_t items, int threads)
     store(&pool.generation, generation);
     wake_all(&pool.wake);
     unlock(&pool.lock);
+    start = convt_seconds();
     run_claims(&job, generation, 0);
     /* only items other threads claimed are still running */
-    while (load(&finished) < items) {
-        if (++spins < CALLER_SPINS) PAUSE();
-        else yield_core();
+    waited = 0.0;
+    if (load(&finished) < items) {
+        double out_of_items = convt_seconds();
+        while (load(&finished) < items) {
+            if (++spins < CALLER_SPINS) PAUSE();
+            else yield_core();
+        }
+        waited = convt_seconds() - out_of_items;
+    }
+    if (items >= CONTENDED_MIN_ITEMS) {
+        double end = convt_seconds();
+        if (waited > CONTENDED_MIN_SECONDS && waited > CONTENDED_SHARE * (end - start)) {
+            if (strikes < CONTENDED_MAX_STRIKES) ++strikes;
+            contended_until = end + CONTENDED_SECONDS * (double)(1 << (strikes - 1));
+        } else {
+            strikes = 0;
+        }
     }
     threads = (int)load(&participants);
     unlock(&pool.busy);
     return threads;
+}
+
+int convt_pool_contended(void)
+{
+    return convt_seconds() < contended_until;
 }
 
 int convt_pool_workers(void)

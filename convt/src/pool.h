@@ -25,6 +25,10 @@ typedef void (*convt_task)(void *context, ptrdiff_t item, int slot);
  * return the number of threads that ran at least one item. */
 int convt_run(convt_task task, void *context, ptrdiff_t items, int threads);
 
+/* Whether a recent threaded call waited long for a descheduled worker (see
+ * pool.c): the cores are shared with other busy processes. */
+int convt_pool_contended(void);
+
 /* Worker threads created so far (0 in a child forked since). */
 int convt_pool_workers(void);
 
