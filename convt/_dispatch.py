@@ -219,7 +219,8 @@ MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 # Calls below this many multiply-adds run on their caller alone, by default,
 # while the pool finds the cores contended (convt_pool_contended: a recent call
 # waited for a worker descheduled in the middle of an item, which on a loaded
-# machine costs a scheduler slice, milliseconds).  A second thread gains at
+# machine costs a scheduler slice, milliseconds; or, on Linux, other runnable
+# threads leave too few free CPUs).  A second thread gains at
 # most half of such a call; above, it gains more than it risks: on 2 Zen 3
 # cores with both kept busy by other processes, a 1 -> 1 k4s2 call on 512x512
 # (4 M multiply-adds) took 1.68 ms with 2 threads against 1.01 ms with one,
@@ -697,13 +698,14 @@ def resolve_threads(num_threads, work_items, multiply_adds):
     if min(work_items, feeds) <= 1:
         return 1  # without asking the OS for the cores (a system call) on tiny calls
     if num_threads is None:
-        if multiply_adds < CONTENDED_MAX_MULTIPLY_ADDS and _pool_contended():
+        threads = max(1, min(default_threads(), work_items, feeds, MAX_THREADS))
+        if threads > 1 and multiply_adds < CONTENDED_MAX_MULTIPLY_ADDS and _pool_contended(threads):
             return 1
-        num_threads = default_threads()
+        return threads
     return max(1, min(num_threads, work_items, feeds, MAX_THREADS))
 
 
-def _pool_contended():
+def _pool_contended(threads):
     from ._compiled import load
 
-    return load().pool_contended()
+    return load().pool_contended(threads)

@@ -139,7 +139,7 @@ cdef extern from "pool.h" nogil:
     ctypedef void (*convt_task)(void* context, Py_ssize_t item, int slot) noexcept nogil
     int convt_run(convt_task task, void* context, Py_ssize_t items, int threads)
     int convt_pool_workers()
-    int convt_pool_contended()
+    int convt_pool_contended(int threads)
     double convt_seconds()
     ctypedef struct convt_stop:
         int raised

@@ -13,10 +13,12 @@ def pool_workers():
     return convt_pool_workers()
 
 
-def pool_contended():
-    """Whether a recent threaded call waited long for a descheduled worker thread
-    (other processes keep the cores busy); it stays so for a second."""
-    return bool(convt_pool_contended())
+def pool_contended(int threads):
+    """Whether a call on ``threads`` threads would share cores with other busy
+    threads: a recent threaded call waited long for a descheduled worker (it stays
+    so for a second or more), or, on Linux, the threads runnable on the machine
+    leave fewer free CPUs."""
+    return bool(convt_pool_contended(threads))
 
 
 def _feature_names(unsigned bits):

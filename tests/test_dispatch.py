@@ -287,13 +287,13 @@ def test_avx2_exact_stacks_need_deep_reductions(dtype, channels, exact):
 def test_small_default_thread_calls_stay_on_the_caller_while_the_cores_are_contended(monkeypatch):
     monkeypatch.setattr(_dispatch, "default_threads", lambda: 2)
     small, large = _dispatch.CONTENDED_MAX_MULTIPLY_ADDS - 1, _dispatch.CONTENDED_MAX_MULTIPLY_ADDS
-    monkeypatch.setattr(_dispatch, "_pool_contended", lambda: False)
+    monkeypatch.setattr(_dispatch, "_pool_contended", lambda threads: False)
     assert _dispatch.resolve_threads(None, 8, small) == 2
-    monkeypatch.setattr(_dispatch, "_pool_contended", lambda: True)
+    monkeypatch.setattr(_dispatch, "_pool_contended", lambda threads: True)
     assert _dispatch.resolve_threads(None, 8, small) == 1
     assert _dispatch.resolve_threads(None, 8, large) == 2
     assert _dispatch.resolve_threads(2, 8, small) == 2   # asked for: kept
 
 
 def test_the_pool_reports_contention_as_a_bool():
-    assert _kernels.pool_contended() in (True, False)
+    assert _kernels.pool_contended(2) in (True, False)

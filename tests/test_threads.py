@@ -164,7 +164,34 @@ def test_a_worker_stalled_in_an_item_marks_the_cores_contended():
     used = _kernels._run_stalled_job(8, 1e-3, 30e-3)
     if used < 2:
         pytest.skip("the worker did not start within the job (machine too busy to stage it)")
-    assert _kernels.pool_contended()
+    assert _kernels.pool_contended(2)
     if _dispatch.default_threads() > 1:
         assert _dispatch.resolve_threads(None, 8, 1000 * _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD) > 1
     assert _dispatch.resolve_threads(None, 8, _dispatch.CONTENDED_MAX_MULTIPLY_ADDS - 1) == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="reads /proc/loadavg (Linux)")
+def test_other_runnable_threads_on_every_core_mark_the_cores_contended():
+    import multiprocessing
+    import time
+
+    context = multiprocessing.get_context("spawn")
+    spinners = [context.Process(target=_spin, daemon=True) for _ in range(os.cpu_count())]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        time.sleep(0.3)  # spawned interpreters start, then spin
+        seen = []
+        for _ in range(10):
+            seen.append(_kernels.pool_contended(2))
+            time.sleep(0.03)  # the pool reads the runnable threads at most every 20 ms
+        assert any(seen)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.join()
+
+
+def _spin():
+    while True:
+        pass

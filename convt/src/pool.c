@@ -106,24 +106,33 @@ static volatile int64_t ticket;        /* generation << 32 | next item */
 static volatile int64_t finished;      /* items of the current job that have run */
 static volatile int64_t participants;  /* threads that ran one of its items */
 
-/* Contention: a call whose caller, out of items, waited for the workers' last
- * items longer than CONTENDED_SHARE of the call (and CONTENDED_MIN_SECONDS)
- * had a worker descheduled in the middle of an item, as on a machine where
- * other processes keep the cores busy.  Until `contended_until`,
- * convt_pool_contended() says so and the planner keeps small calls on their
- * caller; the next threaded call after that measures again.  The window is
- * CONTENDED_SECONDS, doubled for each contended call in a row (`strikes`, up to
- * CONTENDED_MAX_STRIKES), so that a machine that stays loaded is probed ever
- * more rarely; a threaded call without a long wait starts over.  Jobs of fewer
- * than CONTENDED_MIN_ITEMS items are not judged: their last item is a large
- * share of the call even on an idle machine. */
+/* Contention: whether a threaded call's workers would share their cores with
+ * other busy threads (convt_pool_contended).  Two signals:
+ * - a call whose caller, out of items, waited for the workers' last items
+ *   longer than CONTENDED_SHARE of the call (and CONTENDED_MIN_SECONDS) had a
+ *   worker descheduled in the middle of an item: the pool is contended for
+ *   CONTENDED_SECONDS, doubled for each such call in a row (`strikes`, up to
+ *   CONTENDED_MAX_STRIKES); a threaded call without a long wait starts over.
+ *   Jobs of fewer than CONTENDED_MIN_ITEMS items are not judged: their last
+ *   item is a large share of the call even on an idle machine.  A descheduled
+ *   thread waits a scheduler slice, milliseconds, while waking a halted vCPU of
+ *   an idle VM takes up to a few hundred microseconds, which must not count;
+ * - where the OS tells (Linux: /proc/loadavg, read at most every
+ *   RUNNABLE_CHECK_SECONDS), the threads runnable on the machine besides the
+ *   caller and the pool's workers, at the last two readings: if
+ *   they and the call's threads outnumber the online CPUs, a worker would wait
+ *   for a core. */
 #define CONTENDED_SHARE 0.3
-#define CONTENDED_MIN_SECONDS 100e-6
+#define CONTENDED_MIN_SECONDS 500e-6
 #define CONTENDED_SECONDS 1.0
 #define CONTENDED_MAX_STRIKES 5
 #define CONTENDED_MIN_ITEMS 4
-static int strikes;
+#define RUNNABLE_CHECK_SECONDS 0.02
+static int strikes;                          /* contended calls in a row */
 static volatile double contended_until = -1.0;
+static double runnable_checked = -1.0;       /* when `others_runnable` was last read */
+static int others_runnable[2] = {-1, -1};    /* other threads runnable at the last two
+                                                readings (-1: unknown) */
 
 /* The next item of job `generation`, or -1 when there is none left. */
 static ptrdiff_t claim(int64_t generation, ptrdiff_t items)
@@ -315,9 +324,51 @@ int convt_run(convt_task task, void *context, ptrdiff_t items, int threads)
     return threads;
 }
 
-int convt_pool_contended(void)
+#if defined(__linux__)
+#include <fcntl.h>
+#include <unistd.h>
+/* Threads runnable on the machine now, the calling one included (the fourth
+ * field of /proc/loadavg, "0.52 0.58 0.59 3/151 12345"), or -1 when unknown.
+ * The file stays open: one pread per reading, a few microseconds. */
+static int runnable_threads(void)
 {
-    return convt_seconds() < contended_until;
+    static int fd = -2;
+    char text[128];
+    ssize_t length;
+    int field = 0, running = 0, digits = 0;
+    const char *c;
+    if (fd == -2) fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    length = pread(fd, text, sizeof text - 1, 0);
+    if (length <= 0) return -1;
+    text[length] = 0;
+    for (c = text; *c && field < 3; ++c)
+        if (*c == ' ') ++field;
+    for (; *c >= '0' && *c <= '9'; ++c, ++digits) running = 10 * running + (*c - '0');
+    return field == 3 && digits > 0 && *c == '/' ? running : -1;
+}
+static int online_cpus(void) { return (int)sysconf(_SC_NPROCESSORS_ONLN); }
+#else
+static int runnable_threads(void) { return -1; }
+static int online_cpus(void) { return -1; }
+#endif
+
+int convt_pool_contended(int threads)
+{
+    double now = convt_seconds();
+    int others;
+    if (now < contended_until) return 1;
+    if (now - runnable_checked > RUNNABLE_CHECK_SECONDS) {
+        int running = runnable_threads();
+        runnable_checked = now;
+        others_runnable[0] = others_runnable[1];
+        /* every worker counts as ours, asleep or not: a worker between waking
+         * and sleeping is runnable, and must never pass for another program */
+        others_runnable[1] = running < 0 ? -1 : running - 1 - pool.workers;
+    }
+    /* both of the last two readings: a kernel thread runnable for a moment is no load */
+    others = others_runnable[0] < others_runnable[1] ? others_runnable[0] : others_runnable[1];
+    return others >= 0 && others + threads > online_cpus();
 }
 
 int convt_pool_workers(void)

@@ -25,9 +25,10 @@ typedef void (*convt_task)(void *context, ptrdiff_t item, int slot);
  * return the number of threads that ran at least one item. */
 int convt_run(convt_task task, void *context, ptrdiff_t items, int threads);
 
-/* Whether a recent threaded call waited long for a descheduled worker (see
- * pool.c): the cores are shared with other busy processes. */
-int convt_pool_contended(void);
+/* Whether a call on `threads` threads would share cores with other busy
+ * threads: a recent threaded call waited long for a descheduled worker, or (on
+ * Linux) the threads runnable on the machine leave fewer free CPUs (pool.c). */
+int convt_pool_contended(int threads);
 
 /* Worker threads created so far (0 in a child forked since). */
 int convt_pool_workers(void);
