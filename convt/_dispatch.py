@@ -160,6 +160,18 @@ PAIR_PACK_MIN_BLOCKS = 8
 # through a tie (float32, 64x64) to +5% and +15% (float32, 32x32 and 8x8), 512
 # gained 3-12% (float32 and float64, VAE decoder), 1024 11% (dcgan).
 AVX2_EXACT_MIN_DEPTH = 256
+# The AVX2 kernels read B panels of a tile buffer (L2-resident, copied once per
+# item) in place below this many row blocks in stacks of AVX2_BUFFER_MIN_TAPS
+# taps or more: there the first block's copy cost more than the unaligned
+# loads it saves.  On 2 Zen 3 cores (1 thread, separate processes, interleaved,
+# against packing from PACK_MIN_BLOCKS; ranges over 2-3 runs): batch 3x3
+# 1.6-7%, 3x3x3 Conv 1.5-6%, k4s2 float64 2.5-5%, k3 and k7 Conv 0-5% faster; a
+# k3 s2 Conv 1-2% slower, a VAE k3s2 decoder -5% to +5%.  Stacks of 2 taps (k16s8 and k4s2 vocoders: 1-D, batched or
+# not) lost 5-18% unpacked, so they keep PACK_MIN_BLOCKS, as does B read in
+# place from x (1x1 layers, k2s2 phases: a 1x1 Conv ran 11%, unet2d/3d k2s2
+# 40% slower unpacked).
+AVX2_BUFFER_PACK_MIN_BLOCKS = 64
+AVX2_BUFFER_MIN_TAPS = 4
 # Blocked summation: about 2 sqrt(depth) steps per block minimise float32
 # errors; these steps are cheap for the kernels' loop structure.
 SUM_BLOCK_SHALLOW = 32
@@ -388,6 +400,7 @@ class Decision:
     accumulation: np.dtype
     blocking: Blocking | None    # GEMM only
     pack_min_blocks: int = 0     # 0: B panels are read in place
+    buffer_pack_min_blocks: int = 0  # the same for B panels of a tile buffer (not x itself)
     pair_pack_min_blocks: int = 0  # 0: exact stacks read their pair panels in place
     half_panels: bool = False
     masked_stores: bool = False
@@ -506,6 +519,17 @@ def _choose_kernel_set(problem, engine, forced, environ):
     return best, "the best family this CPU runs"
 
 
+def _buffer_pack_min_blocks(problem, name):
+    """Row blocks from which B panels of tile buffers are packed: see
+    AVX2_BUFFER_PACK_MIN_BLOCKS."""
+    from ._plan import max_stack_taps
+
+    if (name == "avx2"
+            and max_stack_taps(problem.geometry, problem.transpose) >= AVX2_BUFFER_MIN_TAPS):
+        return AVX2_BUFFER_PACK_MIN_BLOCKS
+    return PACK_MIN_BLOCKS
+
+
 def _pair_max_depth(name, kernels, accumulation, storage):
     """K chunk limit of exact stacks storing into y: pair_chunk_depth, or MAX_DEPTH
     for narrow storage where B streams from L2 (narrow outputs are rounded once, so
@@ -587,6 +611,8 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         accumulation=accumulation,
         blocking=blocking,
         pack_min_blocks=PACK_MIN_BLOCKS if packs and kernels.has(SET_PACK) else 0,
+        buffer_pack_min_blocks=(_buffer_pack_min_blocks(problem, name)
+                                if packs and kernels.has(SET_PACK) else 0),
         pair_pack_min_blocks=(PAIR_PACK_MIN_BLOCKS if packs and pairs
                               and kernels.has(SET_PACK_PAIRS) else 0),
         half_panels=kernels.has(SET_HALF) and not blas,
@@ -666,7 +692,7 @@ def tuning():
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR,
-            AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, PAIR_PACK_MIN_BLOCKS,
+            AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, AVX2_BUFFER_PACK_MIN_BLOCKS, AVX2_BUFFER_MIN_TAPS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES, STENCIL_ROWS,
             STENCIL_MAX_OUTPUTS)

@@ -121,6 +121,7 @@ def gemm_layout(plan, decision):
         masked_stores=int(decision.masked_stores),
         input_is_tile=int(decision.input_is_tile),
         pair_pack_min_blocks=decision.pair_pack_min_blocks,
+        buffer_pack_min_blocks=decision.buffer_pack_min_blocks,
     )
 
 

@@ -142,7 +142,7 @@ cdef inline void store_kernel(const Gemm* g, bint half, Py_ssize_t rows, const P
 
 
 cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call,
-                        const acc_t* weights, const acc_t* operand, TileSpan tile,
+                        const acc_t* weights, const acc_t* operand, bint in_place, TileSpan tile,
                         acc_t* product, acc_t* panel_buffer) noexcept nogil:
     """product[item rows, :used] (+)= weights[item rows, this K chunk] @ operand.
 
@@ -156,8 +156,9 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
     cdef Py_ssize_t panel = stack.panel
     cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
     cdef Py_ssize_t panels = (used + panel - 1) // panel
-    cdef bint pack = (g.layout.pack_min_blocks > 0
-                      and tile.end_block - tile.first_block >= g.layout.pack_min_blocks)
+    cdef Py_ssize_t min_blocks = (g.layout.pack_min_blocks if in_place
+                                  else g.layout.buffer_pack_min_blocks)
+    cdef bint pack = min_blocks > 0 and tile.end_block - tile.first_block >= min_blocks
     cdef Py_ssize_t block, row, p, width
     cdef int variant
     cdef bint half
@@ -314,7 +315,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
             in_place = input_as_operand(g, stack, x_image, c_begin, c_end, lead, tile, operand)
             if in_place != NULL:
                 call.offsets = g.x_channel_offsets
-                multiply_tile(g, stack, &call, weights, in_place, tile, product, panel_buffer)
+                multiply_tile(g, stack, &call, weights, in_place, True, tile, product, panel_buffer)
             else:
                 call.offsets = g.buffer_offsets + stack.offset_start
                 if stack.gather:
@@ -325,7 +326,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                     multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
                                    panel_buffer)
                 else:
-                    multiply_tile(g, stack, &call, weights, operand, tile, product, panel_buffer)
+                    multiply_tile(g, stack, &call, weights, operand, False, tile, product, panel_buffer)
         else:
             source = operand
             ld_operand = stack.columns

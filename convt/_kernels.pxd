@@ -199,7 +199,7 @@ cdef extern from "records.h" nogil:
         Py_ssize_t image, group, stack, tile
     ctypedef struct GemmLayout "convt_gemm_layout":
         Py_ssize_t operand, product, per_thread, blas, pack_min_blocks, half_panels
-        Py_ssize_t masked_stores, input_is_tile, pair_pack_min_blocks
+        Py_ssize_t masked_stores, input_is_tile, pair_pack_min_blocks, buffer_pack_min_blocks
     ctypedef struct DirectLayout "convt_direct_layout":
         Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
         Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose, channels

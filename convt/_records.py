@@ -86,6 +86,7 @@ GEMM_LAYOUT = _record(
     "masked_stores",   # 1: stride-2 even stores with the set's masked stores
     "input_is_tile",   # 1: x holds accumulation-type values, spatially C-contiguous
     "pair_pack_min_blocks",  # exact stacks: pack full pair panels read by this many blocks (0: never)
+    "buffer_pack_min_blocks",  # pack_min_blocks for B panels read from a tile buffer (not x)
 )
 
 # The direct engine's plan: table sizes and one thread's workspace layout.

@@ -297,3 +297,12 @@ def test_small_default_thread_calls_stay_on_the_caller_while_the_cores_are_conte
 
 def test_the_pool_reports_contention_as_a_bool():
     assert _kernels.pool_contended(2) in (True, False)
+
+
+def test_avx2_packs_tile_buffer_panels_only_for_many_row_blocks():
+    if "avx2" not in _dispatch.available_kernel_sets():
+        pytest.skip("needs AVX2")
+    decision = _dispatch.decide(_problem((1, 64, 32, 32), (64, 32, 3, 3), pads=(1, 1, 1, 1)),
+                                kernel_set="avx2")
+    assert decision.pack_min_blocks == _dispatch.PACK_MIN_BLOCKS          # B read from x
+    assert decision.buffer_pack_min_blocks == _dispatch.AVX2_BUFFER_PACK_MIN_BLOCKS

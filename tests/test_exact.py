@@ -116,12 +116,13 @@ def test_packed_pair_panels_change_no_bit(name, dtype, kernel_set, monkeypatch):
                                    monkeypatch)
 
 
-def _assert_packing_changes_no_bit(field, kernel_set, x, w, b, params, monkeypatch):
-    """The call with the decision's ``field`` forcing packing (1) and forbidding it (0):
-    equal bit for bit, and right."""
+def _assert_packing_changes_no_bit(fields, kernel_set, x, w, b, params, monkeypatch):
+    """The call with the decision's ``fields`` (a name or a tuple of names) forcing
+    packing (1) and forbidding it (0): equal bit for bit, and right."""
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", 8)  # several K chunks as well
+    fields = (fields,) if isinstance(fields, str) else fields
     packed, in_place = (run_engine(f"gemm-{kernel_set}", x, w, b, num_threads=2,
-                                   overrides={field: min_blocks}, **params)
+                                   overrides={field: min_blocks for field in fields}, **params)
                         for min_blocks in (1, 0))
     assert_matches_reference(packed, x, w, b, **params)
     np.testing.assert_array_equal(packed, in_place)
@@ -147,7 +148,9 @@ def test_packed_b_panels_change_no_bit(case, dtype, kernel_set, monkeypatch):
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     b = rng.standard_normal(w_shape[1]).astype(dtype)
-    _assert_packing_changes_no_bit("pack_min_blocks", kernel_set, x, w, b, params, monkeypatch)
+    # B read in place from x (k2s2 phases) and from tile buffers (k3s1, k16s8)
+    _assert_packing_changes_no_bit(("pack_min_blocks", "buffer_pack_min_blocks"), kernel_set,
+                                   x, w, b, params, monkeypatch)
 
 
 @each_pair_set
