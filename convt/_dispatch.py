@@ -240,6 +240,13 @@ MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 # on 2 threads even there.
 CONTENDED_MAX_MULTIPLY_ADDS = 1 << 23
 
+# Product-path stacks whose rows (output channels x phases) are whole vectors
+# run the transposed kernels (gemm_t) where the set has them: the weights are
+# the vectors, read whole and aligned from the packed rows, and the tile's
+# positions are broadcast, so no B row straddles cache lines and no B panel
+# is packed; the product is transposed once per tile.  1: on, 0: off.
+TRANSPOSED_PRODUCTS = 1
+
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
 
 # Flags of a kernel set (CONVT_SET_* in convt/src/kernel_set.h).
@@ -249,6 +256,7 @@ SET_PAIRS = 1 << 2
 SET_MASKED_STORES = 1 << 3
 SET_FUSED = 1 << 4
 SET_PACK_PAIRS = 1 << 5
+SET_TRANSPOSED = 1 << 6
 
 # Storage types (CONVT_F16 ... in convt/src/storage.h) by NumPy dtype name.
 STORAGE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -383,6 +391,7 @@ class Blocking:
     min_work_items: int
     min_split_rows: int
     sum_blocks: tuple[int, int, int]  # (shallow, deep, split depth)
+    transposed: bool = False     # product-path stacks may run gemm_t (see TRANSPOSED_PRODUCTS)
 
     def sum_block(self, depth):
         """Steps per blocked sum for a reduction of ``depth``."""
@@ -595,6 +604,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         min_work_items=work_items_target(),
         min_split_rows=MIN_SPLIT_ROWS,
         sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT),
+        transposed=bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED),
     )
     if pairs:
         reasons.append("exact stacks: the set has pair kernels"
@@ -691,7 +701,7 @@ def tuning():
     every cache key that a decision feeds."""
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
-            K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR,
+            K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR, TRANSPOSED_PRODUCTS,
             AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS, PACK_MIN_BLOCKS, AVX2_BUFFER_PACK_MIN_BLOCKS, AVX2_BUFFER_MIN_TAPS, PAIR_PACK_MIN_BLOCKS,
             SUM_BLOCK_SHALLOW,
             SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, DIRECT_MAX_SOURCES, STENCIL_ROWS,

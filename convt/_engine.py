@@ -122,6 +122,7 @@ def gemm_layout(plan, decision):
         input_is_tile=int(decision.input_is_tile),
         pair_pack_min_blocks=decision.pair_pack_min_blocks,
         buffer_pack_min_blocks=decision.buffer_pack_min_blocks,
+        transposed=plan.transposed_capacity,
     )
 
 

@@ -196,6 +196,62 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
                 pack_to = NULL
 
 
+cdef inline void transposed_kernel(const Gemm* g, Py_ssize_t vectors, Py_ssize_t positions,
+                                   const Panel* p, const acc_t* a, const acc_t* b, acc_t* c,
+                                   Py_ssize_t ldc) noexcept nogil:
+    """One gemm_t call: ``positions`` rows of the transposed product, ``vectors`` vectors
+    of weight rows."""
+    if acc_t is float:
+        g.storage.kernels.f32.gemm_t[vectors - 1][positions - 1](
+            p.depth, p.block, a, b, p.offsets, c, ldc, p.accumulate)
+    else:
+        g.storage.kernels.f64.gemm_t[vectors - 1][positions - 1](
+            p.depth, p.block, a, b, p.offsets, c, ldc, p.accumulate)
+
+
+cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const Panel* call,
+                                   const acc_t* weights, const acc_t* operand, TileSpan tile,
+                                   acc_t* transposed) noexcept nogil:
+    """transposed[:used, item rows] (+)= (weights[item rows, this K chunk] @ operand)^T.
+
+    Row blocks are one or two vectors of rows (see convt._plan._transposed); each
+    block's chunk of weights (at most NR rows x the chunk) stays in L1 while the
+    tile's positions pass MR at a time, broadcast from the operand.
+    """
+    cdef Py_ssize_t depth = g.problem.cg * stack.taps
+    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t ldt = tile.end_row - tile.first_row
+    cdef Py_ssize_t lanes = stack.panel // 2
+    cdef Py_ssize_t mr = (g.storage.kernels.f32.mr if acc_t is float
+                          else g.storage.kernels.f64.mr)
+    cdef Py_ssize_t block, row, width, p
+    cdef const acc_t* a
+    cdef acc_t* c
+    for block in range(tile.first_block, tile.end_block):
+        row = block_start(g, stack, block)
+        width = block_start(g, stack, block + 1) - row
+        a = weights + row * depth + call.k_begin * width
+        c = transposed + (row - tile.first_row)
+        p = 0
+        while p < used:
+            transposed_kernel(g, width // lanes, min(mr, used - p), call, a, operand + p,
+                              c + p * ldt, ldt)
+            p = p + mr
+
+
+cdef inline void transpose_product(const Gemm* g, const GemmStack* stack, TileSpan tile,
+                                   const acc_t* transposed, acc_t* product) noexcept nogil:
+    """product[item rows, :used] = transposed[:used, item rows]^T, exactly."""
+    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t rows = tile.end_row - tile.first_row
+    if acc_t is float:
+        g.storage.kernels.f32.transpose(used, rows, transposed, rows, product, stack.columns,
+                                        NULL)
+    else:
+        g.storage.kernels.f64.transpose(used, rows, transposed, rows, product, stack.columns,
+                                        NULL)
+
+
 cdef inline void pack_pair(const Gemm* g, const Panel* p, const acc_t* b,
                            acc_t* to) noexcept nogil:
     """Copy a full pair panel's operands to ``to`` (see kernel_set.h, pack_pair)."""
@@ -283,8 +339,8 @@ cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* 
 
 cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
                          const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
-                         acc_t* operand, acc_t* product, acc_t* panel_buffer,
-                         int slot) noexcept nogil:
+                         acc_t* operand, acc_t* product, acc_t* transposed,
+                         acc_t* panel_buffer, int slot) noexcept nogil:
     """The product of one tile of one stack, K chunk by K chunk: gather, multiply
     (``slot``: the pool thread's, 0 for the caller, who runs signal handlers)."""
     cdef int last = g.problem.ndim - 1
@@ -315,7 +371,11 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
             in_place = input_as_operand(g, stack, x_image, c_begin, c_end, lead, tile, operand)
             if in_place != NULL:
                 call.offsets = g.x_channel_offsets
-                multiply_tile(g, stack, &call, weights, in_place, True, tile, product, panel_buffer)
+                if stack.transposed:
+                    multiply_tile_transposed(g, stack, &call, weights, in_place, tile, transposed)
+                else:
+                    multiply_tile(g, stack, &call, weights, in_place, True, tile, product,
+                                  panel_buffer)
             else:
                 call.offsets = g.buffer_offsets + stack.offset_start
                 if stack.gather:
@@ -325,6 +385,8 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                 if stack.exact:
                     multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
                                    panel_buffer)
+                elif stack.transposed:
+                    multiply_tile_transposed(g, stack, &call, weights, operand, tile, transposed)
                 else:
                     multiply_tile(g, stack, &call, weights, operand, False, tile, product, panel_buffer)
         else:
@@ -347,6 +409,8 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                       <acc_t*>weights + call.k_begin * stack.rows, <int>stack.rows,
                       1 if call.accumulate else 0, product, <int>stack.columns)
         c_begin = c_end
+    if stack.transposed and not g.layout.blas:
+        transpose_product(g, stack, tile, transposed, product)
 
 
 cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
@@ -358,8 +422,9 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     cdef TileSpan tile = decode_tile(g, stack, axes, item.tile, lead)
     cdef acc_t* operand = workspace
     cdef acc_t* product = workspace + g.layout.operand
-    # B panels are copied to a 64-byte aligned place after the product
-    cdef acc_t* panel_buffer = <acc_t*>((<size_t>(product + g.layout.product) + 63)
+    cdef acc_t* transposed = product + g.layout.product
+    # B panels are copied to a 64-byte aligned place after the products
+    cdef acc_t* panel_buffer = <acc_t*>((<size_t>(transposed + g.layout.transposed) + 63)
                                         & ~(<size_t>63))
     cdef const GemmStack* other
     cdef TileSpan other_tile
@@ -369,7 +434,8 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     # are shorter than a row's positions, which the strided scatter stores instead
     cdef bint channels_last = (g.ops.y_strides[1] == 1 and g.ops.y_strides[2 + last] != 1
                                and g.problem.mg >= MIN_CHANNEL_RUN)
-    multiply_stack(g, stack, packed, item, lead, tile, operand, product, panel_buffer, slot)
+    multiply_stack(g, stack, packed, item, lead, tile, operand, product, transposed,
+                   panel_buffer, slot)
     if convt_stop_raised(&g.signals.stop):
         return
     if stack.partner >= 0:
@@ -379,7 +445,7 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
                                  item.tile, lead)
         other_product = product + (tile.end_row - tile.first_row) * stack.columns
         multiply_stack(g, other, packed, item, lead, other_tile, operand, other_product,
-                       panel_buffer, slot)
+                       transposed, panel_buffer, slot)
         if convt_stop_raised(&g.signals.stop):
             return
         if channels_last:

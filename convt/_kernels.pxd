@@ -67,6 +67,10 @@ cdef extern from "kernel_set.h" nogil:
                                        const float*, float*, int)
     ctypedef void (*convt_stencil_f64)(const convt_stencil_shape*, const double* const*,
                                        const double*, double*, int)
+    ctypedef void (*convt_gemm_t_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
+                                      const Py_ssize_t*, float*, Py_ssize_t, int)
+    ctypedef void (*convt_gemm_t_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
+                                      const Py_ssize_t*, double*, Py_ssize_t, int)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -88,6 +92,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_pack_pair_f32 pack_pair
         convt_transpose_f32 transpose
         convt_stencil_f32 stencil
+        convt_gemm_t_f32 gemm_t[2][12]
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -109,6 +114,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_pack_pair_f64 pack_pair
         convt_transpose_f64 transpose
         convt_stencil_f64 stencil
+        convt_gemm_t_f64 gemm_t[2][12]
 
     ctypedef struct convt_family:
         const char* name
@@ -190,7 +196,7 @@ cdef extern from "records.h" nogil:
         Py_ssize_t identity, blocks, block_start, panel, tile_rows, tile_cols, row_tiles
         Py_ssize_t col_tiles, row_stride, buffer_rows, buffer_planes, buffer_channel
         Py_ssize_t offset_start, gather, residue_start, row_groups, group_blocks, siblings
-        Py_ssize_t interleave, exact, store_direct, partner
+        Py_ssize_t interleave, exact, store_direct, partner, transposed
     ctypedef struct StackAxis "convt_stack_axis":
         Py_ssize_t first, extent, span
     ctypedef struct PhaseAxis "convt_phase_axis":
@@ -200,6 +206,7 @@ cdef extern from "records.h" nogil:
     ctypedef struct GemmLayout "convt_gemm_layout":
         Py_ssize_t operand, product, per_thread, blas, pack_min_blocks, half_panels
         Py_ssize_t masked_stores, input_is_tile, pair_pack_min_blocks, buffer_pack_min_blocks
+        Py_ssize_t transposed
     ctypedef struct DirectLayout "convt_direct_layout":
         Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
         Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose, channels

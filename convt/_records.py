@@ -63,6 +63,7 @@ GEMM_STACK = _record(
     "exact",           # 1: pair kernels over each pair of last-axis phases
     "store_direct",    # 1: exact, and its pair kernels store straight into y
     "partner",         # stack of the other stride-2 residue run by the same items, or -1
+    "transposed",      # 1: the product is computed transposed by gemm_t (blocks of NR or NR / 2 rows)
 )
 
 # Per stack and axis: first grid position, grid extent, span of the taps.
@@ -87,6 +88,7 @@ GEMM_LAYOUT = _record(
     "input_is_tile",   # 1: x holds accumulation-type values, spatially C-contiguous
     "pair_pack_min_blocks",  # exact stacks: pack full pair panels read by this many blocks (0: never)
     "buffer_pack_min_blocks",  # pack_min_blocks for B panels read from a tile buffer (not x)
+    "transposed",      # transposed product capacity of one work item (gemm_t stacks)
 )
 
 # The direct engine's plan: table sizes and one thread's workspace layout.

@@ -173,6 +173,71 @@ def test_gemm_kernels_match_the_reference(family, kernel, acc):
                         assert np.array_equal(spec.pack_to, packed), "packed B rows differ"
 
 
+def _call_gemm_t(spec, family, ldc, c_in):
+    """Run gemm_t of `family` (or its reference) on a guarded, transposed C
+    (positions x weight rows, row stride ldc); return it as weight rows x positions."""
+    acc = spec.a.dtype
+    span = (spec.width - 1) * ldc + spec.rows
+    whole, inner = _guarded(span, acc, np.random.default_rng(0), fill=False)
+    inner[:] = c_in
+    _kernels._run_gemm_t(SimpleNamespace(**{**spec.__dict__, "family": family, "out": inner,
+                                            "ldc": ldc}))
+    _assert_guards(whole)
+    return np.array([inner[j * ldc:j * ldc + spec.rows] for j in range(spec.width)]).T
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transposed_gemm_kernels_match_the_reference(family, acc):
+    """gemm_t against its reference, which is gemm's arithmetic transposed: the
+    two orientations give the same value, bit for bit, for every output."""
+    kernels = _kernel_set(family, acc)
+    if not kernels.has(_dispatch.SET_TRANSPOSED):
+        pytest.skip(f"{family} has no transposed kernels (flag off)")
+    lanes = kernels.nr // 2
+    fused = kernels.has(_dispatch.SET_FUSED)
+    rng = np.random.default_rng(11)
+    for rows in (lanes, 2 * lanes):
+        for positions in range(1, kernels.mr + 1):
+            for depth, block in DEPTH_BLOCKS:
+                for accumulate in (0, 1):
+                    kind = "varying" if (rows + positions + depth) % 2 else (depth % lanes)
+                    spec = _gemm_spec(rng, acc, rows, positions, depth, block, kind)
+                    spec.accumulate = accumulate
+                    ldc = rows + 3
+                    c_in = rng.standard_normal((positions - 1) * ldc + rows).astype(acc)
+                    expected = _call_gemm_t(spec, "reference", ldc, c_in)
+                    got = _call_gemm_t(spec, family, ldc, c_in)
+                    start = np.array([c_in[j * ldc:j * ldc + rows] for j in range(positions)]).T
+                    # the reference is gemm's arithmetic: its rows x positions block
+                    direct = _call_gemm(spec, "reference", "gemm", positions,
+                                        start.reshape(-1))
+                    assert np.array_equal(expected, direct, equal_nan=True)
+                    bound = _products_bound(spec, acc, start if accumulate else 0)
+                    _assert_close(got, expected, bound, fused)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transposed_gemm_kernels_propagate_nan_and_inf(family, acc):
+    kernels = _kernel_set(family, acc)
+    if not kernels.has(_dispatch.SET_TRANSPOSED):
+        pytest.skip(f"{family} has no transposed kernels (flag off)")
+    rng = np.random.default_rng(12)
+    rows = kernels.nr
+    for positions in range(1, kernels.mr + 1):
+        spec = _gemm_spec(rng, acc, rows, positions, 40, 16, "varying")
+        _plant_non_finite(rng, spec)
+        spec.accumulate = positions % 2
+        c_in = rng.standard_normal((positions - 1) * rows + rows).astype(acc)
+        expected = _call_gemm_t(spec, "reference", rows, c_in)
+        got = _call_gemm_t(spec, family, rows, c_in)
+        assert np.isnan(expected).any()
+        start = c_in.reshape(positions, rows).T
+        bound = _products_bound(spec, acc, start if spec.accumulate else 0)
+        _assert_close(got, expected, bound, kernels.has(_dispatch.SET_FUSED))
+
+
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("kernel", ["gemm", "half"])
 @pytest.mark.parametrize("family", FAMILIES)
@@ -573,6 +638,14 @@ def test_flags_say_which_entries_a_set_has(family):
             else:
                 with pytest.raises(LookupError):
                     _kernels._run_gemm_family(call)
+        spec = _gemm_spec(rng, acc, kernels.nr, 1, 4, 4, "varying")
+        call = SimpleNamespace(**{**spec.__dict__, "family": family, "kernel": "gemm_t",
+                                  "out": np.zeros(2 * kernels.nr, acc), "ldc": kernels.nr})
+        if kernels.has(_dispatch.SET_TRANSPOSED):
+            _kernels._run_gemm_t(call)
+        else:
+            with pytest.raises(LookupError):
+                _kernels._run_gemm_t(call)
         pack = SimpleNamespace(family=family, kernel="pack_pair", rows=0, depth=1, b=np.zeros(2 * kernels.nr + 1, acc),
                                offsets=np.zeros(1, np.intp), sibling=1,
                                to=_aligned(2 * kernels.nr, acc))

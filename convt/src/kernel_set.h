@@ -57,6 +57,12 @@
  *     [0, in_size) and 0 outside: zero padding, like the GEMM's tiles.
  *     Output row r reads input rows x[r] .. x[r + kernel_rows - 1], so a band
  *     of rows loads each input vector once for every output row it feeds.
+ * gemm_t[vectors - 1][positions - 1]: gemm transposed, the weights as vectors
+ *     and the positions broadcast: for i < vectors x (nr / 2) weight rows and
+ *     j < positions, c[j * ldc + i] is the blocked sum of a[k * vectors x
+ *     (nr / 2) + i] x b[offsets[k] + j], accumulated as in gemm (so the same
+ *     value, bit for bit).  a: a row block of the packed weights, nr / 2 or
+ *     nr rows wide; c: the product transposed (CONVT_SET_TRANSPOSED sets).
  * load[storage]: dst[i] = T(src[i]), exact.
  * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
  */
@@ -91,7 +97,8 @@ enum {
     CONVT_SET_PAIRS = 1 << 2,         /* pair and pair_store entries (exact stacks) */
     CONVT_SET_MASKED_STORES = 1 << 3, /* store_even writes whole vectors of even lanes */
     CONVT_SET_FUSED = 1 << 4,         /* all products are fused multiply-adds */
-    CONVT_SET_PACK_PAIRS = 1 << 5     /* pack_pair entry */
+    CONVT_SET_PACK_PAIRS = 1 << 5,    /* pack_pair entry */
+    CONVT_SET_TRANSPOSED = 1 << 6     /* gemm_t entries */
 };
 
 #define CONVT_DECLARE_FAMILIES(S, T)                                                      \
@@ -125,6 +132,9 @@ enum {
                                         ptrdiff_t dst_stride, const T *bias);             \
     typedef void (*convt_stencil_##S)(const convt_stencil_shape *shape, const T *const *x, \
                                       const T *w, T *out, int accumulate);                \
+    typedef void (*convt_gemm_t_##S)(ptrdiff_t depth, ptrdiff_t block, const T *a,        \
+                                     const T *b, const ptrdiff_t *offsets, T *c,          \
+                                     ptrdiff_t ldc, int accumulate);                      \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -145,6 +155,7 @@ enum {
         convt_pack_pair_##S pack_pair;                                                    \
         convt_transpose_##S transpose;                                                    \
         convt_stencil_##S stencil;                                                        \
+        convt_gemm_t_##S gemm_t[2][CONVT_MAX_MR];                                         \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

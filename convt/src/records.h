@@ -20,13 +20,14 @@
     X(identity) X(blocks) X(block_start) X(panel) X(tile_rows) X(tile_cols) X(row_tiles)  \
     X(col_tiles) X(row_stride) X(buffer_rows) X(buffer_planes) X(buffer_channel)          \
     X(offset_start) X(gather) X(residue_start) X(row_groups) X(group_blocks) X(siblings)  \
-    X(interleave) X(exact) X(store_direct) X(partner)
+    X(interleave) X(exact) X(store_direct) X(partner) X(transposed)
 #define CONVT_STACK_AXIS(X) X(first) X(extent) X(span)
 #define CONVT_PHASE_AXIS(X) X(residue) X(shift) X(count)
 #define CONVT_WORK_ITEM(X) X(image) X(group) X(stack) X(tile)
 #define CONVT_GEMM_LAYOUT(X)                                                              \
     X(operand) X(product) X(per_thread) X(blas) X(pack_min_blocks) X(half_panels)         \
-    X(masked_stores) X(input_is_tile) X(pair_pack_min_blocks) X(buffer_pack_min_blocks)
+    X(masked_stores) X(input_is_tile) X(pair_pack_min_blocks) X(buffer_pack_min_blocks)  \
+    X(transposed)
 #define CONVT_DIRECT_LAYOUT(X)                                                            \
     X(rows) X(max_stride) X(max_taps) X(phase_length) X(max_sources) X(x_rows) X(x_row)   \
     X(weights) X(floats) X(ints) X(interleave) X(masked_stores) X(transpose) X(channels)   \

@@ -11,7 +11,8 @@
 #include "kernel_set.h"
 
 /* Shape of one kernel call: rows x width outputs; odd rows read B and write C
- * `sibling` positions further (0 for the gemm family). */
+ * `sibling` positions further (0 for the gemm family).  gemm_t: rows weight
+ * rows x width positions, stored transposed. */
 typedef struct convt_call_shape {
     int rows;
     int width;
@@ -23,6 +24,10 @@ typedef struct convt_call_shape {
                                   ptrdiff_t block, const T *a, const T *b,                \
                                   const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,          \
                                   int accumulate, T *pack_to);                            \
+    void convt_reference_gemm_t_##S(const convt_call_shape *shape, ptrdiff_t depth,       \
+                                    ptrdiff_t block, const T *a, const T *b,              \
+                                    const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,        \
+                                    int accumulate);                                      \
     void convt_reference_pair_store_##S(const convt_call_shape *shape, int storage,       \
                                         ptrdiff_t depth, ptrdiff_t block, const T *a,     \
                                         const T *b, const ptrdiff_t *offsets, void *y,    \

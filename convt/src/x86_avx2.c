@@ -201,6 +201,69 @@ GEMMS(gemm_f64_r, 2, 0, F64)
 GEMMS(gemm_pack_f64_r, 2, 1, F64)
 GEMMS(half_f64_r, 1, 0, F64)
 
+/* Transposed GEMM (gemm_t): the weights are the vectors and the positions the
+ * broadcasts, c[j * ldc + i] (+)= sum_k a[k * VECTORS * W + i] * b[offsets[k] + j]
+ * for POSITIONS positions j and VECTORS * W weight rows i.  Every output's
+ * arithmetic is gemm's (FMA operands commute exactly), so products are
+ * bitwise the same; the weight rows are read aligned and whole, and B needs
+ * no vector loads at all, so nothing straddles cache lines and no B panel is
+ * packed. */
+#define T_STEP(j, BROADCAST, FMA, cj0, cj1)                                               \
+    if ((j) < POSITIONS) {                                                                \
+        x = BROADCAST(row + (j));                                                         \
+        cj0 = FMA(x, a0, cj0);                                                            \
+        if (VECTORS > 1) cj1 = FMA(x, a1, cj1);                                           \
+    }
+#define T_FINISH(j, T, LOAD, STORE, ADD, W, cj0, cj1)                                     \
+    if ((j) < POSITIONS) {                                                                \
+        T *out = c + (j) * ldc;                                                           \
+        if (!first) {                                                                     \
+            cj0 = ADD(LOAD(out), cj0);                                                    \
+            if (VECTORS > 1) cj1 = ADD(LOAD(out + (W)), cj1);                             \
+        }                                                                                 \
+        STORE(out, cj0);                                                                  \
+        if (VECTORS > 1) STORE(out + (W), cj1);                                           \
+    }
+#define DEFINE_GEMM_T(NAME, P, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)    \
+    AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
+                          const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate)  \
+    {                                                                                     \
+        enum { POSITIONS = P, VECTORS = NV };                                             \
+        ptrdiff_t k = 0, end;                                                             \
+        int first = !accumulate;                                                          \
+        while (k < depth) {                                                               \
+            V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
+            V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;           \
+            end = k + block < depth ? k + block : depth;                                  \
+            for (; k < end; ++k, a += VECTORS * (W)) {                                    \
+                const T *row = b + offsets[k];                                            \
+                V a0 = LOAD(a), a1 = VECTORS > 1 ? LOAD(a + (W)) : a0, x;                 \
+                T_STEP(0, BROADCAST, FMA, c00, c01)                                       \
+                T_STEP(1, BROADCAST, FMA, c10, c11)                                       \
+                T_STEP(2, BROADCAST, FMA, c20, c21)                                       \
+                T_STEP(3, BROADCAST, FMA, c30, c31)                                       \
+                T_STEP(4, BROADCAST, FMA, c40, c41)                                       \
+                T_STEP(5, BROADCAST, FMA, c50, c51)                                       \
+            }                                                                             \
+            T_FINISH(0, T, LOAD, STORE, ADD, W, c00, c01)                                 \
+            T_FINISH(1, T, LOAD, STORE, ADD, W, c10, c11)                                 \
+            T_FINISH(2, T, LOAD, STORE, ADD, W, c20, c21)                                 \
+            T_FINISH(3, T, LOAD, STORE, ADD, W, c30, c31)                                 \
+            T_FINISH(4, T, LOAD, STORE, ADD, W, c40, c41)                                 \
+            T_FINISH(5, T, LOAD, STORE, ADD, W, c50, c51)                                 \
+            first = 0;                                                                    \
+        }                                                                                 \
+    }
+#define GEMMS_T(P, NV, FLAVOUR)                                                           \
+    CALL(DEFINE_GEMM_T, (P##1, 1, NV, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##2, 2, NV, FLAVOUR)) \
+    CALL(DEFINE_GEMM_T, (P##3, 3, NV, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##4, 4, NV, FLAVOUR)) \
+    CALL(DEFINE_GEMM_T, (P##5, 5, NV, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##6, 6, NV, FLAVOUR))
+GEMMS_T(gemm_t_f32_v1_p, 1, F32)
+GEMMS_T(gemm_t_f32_v2_p, 2, F32)
+GEMMS_T(gemm_t_f64_v1_p, 1, F64)
+GEMMS_T(gemm_t_f64_v2_p, 2, F64)
+#define GEMM_T_TABLES(S) {GEMM_TABLE(gemm_t_##S##_v1_p), GEMM_TABLE(gemm_t_##S##_v2_p)}
+
 #define PAIRS(P, NV, FLAVOUR)                                                             \
     CALL(DEFINE_PAIR, (P##2, 2, NV, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, NV, FLAVOUR))   \
     CALL(DEFINE_PAIR, (P##6, 6, NV, FLAVOUR))
@@ -492,7 +555,7 @@ AVX2_TRANSPOSE(f32, float, 8, transpose_8x8_f32)
 AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64)
 
 #define AVX2_FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_FUSED |   \
-                    CONVT_SET_PACK_PAIRS)
+                    CONVT_SET_PACK_PAIRS | CONVT_SET_TRANSPOSED)
 #define NO_STORES {{0}, {0}}
 const convt_kernels_f32 convt_avx2_f32 = {
     "avx2", MR, 16, AVX2_FLAGS,
@@ -504,7 +567,7 @@ const convt_kernels_f32 convt_avx2_f32 = {
      NO_STORES},
     convt_avx2_row_f32, channels_f32, convt_avx2_interleave_f32, convt_portable_store_even_f32,
     convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32,
-    convt_avx2_transpose_f32, stencil_f32};
+    convt_avx2_transpose_f32, stencil_f32, GEMM_T_TABLES(f32)};
 
 const convt_kernels_f64 convt_avx2_f64 = {
     "avx2", MR, 8, AVX2_FLAGS,
@@ -513,6 +576,6 @@ const convt_kernels_f64 convt_avx2_f64 = {
     {NO_STORES, NO_STORES, NO_STORES, {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
     convt_avx2_row_f64, channels_f64, convt_avx2_interleave_f64, convt_portable_store_even_f64,
     convt_avx2_add_bias_f64, CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64,
-    convt_avx2_transpose_f64, stencil_f64};
+    convt_avx2_transpose_f64, stencil_f64, GEMM_T_TABLES(f64)};
 
 #endif /* x86-64 */

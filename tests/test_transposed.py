@@ -1,0 +1,82 @@
+"""Transposed products (gemm_t): single-phase stacks whose rows are whole vectors
+run with the weights as vectors and the positions broadcast, for each kernel set
+with transposed kernels this machine runs.  Every output's arithmetic is the
+standard orientation's, so results must be bitwise equal with the path on and
+off, and within the rounding bound of the float64 reference."""
+
+import numpy as np
+import pytest
+
+import convt
+from convt import Conv, ConvTranspose, _dispatch
+
+from _conv_helpers import assert_conv_matches_reference
+from _helpers import assert_matches_reference
+
+TRANSPOSED_SETS = [family.name for family in _dispatch.families()
+                   if family.available and family.f32.has(_dispatch.SET_TRANSPOSED)]
+pytestmark = pytest.mark.skipif(not TRANSPOSED_SETS,
+                                reason="no kernel set with transposed kernels runs here")
+
+# (operator, x shape, w shape, attributes): rows (output channels per group) in
+# whole vectors of float32 and float64, positions not a multiple of MR, blocks of
+# one and two vectors (24 rows), groups, strides, dilations, 1-D to 3-D.
+CASES = {
+    "conv3x3": (Conv, (1, 5, 9, 13), (16, 5, 3, 3), dict(pads=(1, 1, 1, 1))),
+    "conv3x3_s2_24": (Conv, (2, 6, 11, 10), (24, 6, 3, 3), dict(strides=(2, 2),
+                                                              pads=(1, 0, 1, 1))),
+    "conv_grouped": (Conv, (1, 8, 7, 9), (32, 4, 3, 3), dict(group=2, pads=(1, 1, 1, 1))),
+    "conv_dilated_1d": (Conv, (2, 7, 41), (40, 7, 5), dict(dilations=(2,), pads=(3, 2))),
+    "conv_3d": (Conv, (1, 3, 5, 6, 7), (16, 3, 3, 3, 3), dict(pads=(1,) * 6)),
+    "convT_s1": (ConvTranspose, (1, 6, 8, 11), (6, 16, 3, 3), dict(pads=(1, 1, 1, 1))),
+    "convT_s1_lead": (ConvTranspose, (1, 4, 5, 3, 9), (4, 16, 1, 3, 3),
+                      dict(strides=(2, 1, 1), pads=(0, 1, 1, 0, 1, 1))),
+}
+
+
+def _operands(name, dtype):
+    op, x_shape, w_shape, params = CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    out_channels = w_shape[0] if op is Conv else w_shape[1] * params.get("group", 1)
+    b = rng.standard_normal(out_channels).astype(dtype)
+    return op, x, w, b, params
+
+
+def _transposed_stacks(layer, x, w):
+    plan = convt.explain(layer, x.shape, w.shape, x.dtype).plan
+    return int(plan.stacks["transposed"].sum())
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_transposed_products_equal_the_standard_orientation(name, dtype, kernel_set,
+                                                             monkeypatch):
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    op, x, w, b, params = _operands(name, dtype)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
+    layer = op(**params)
+    assert _transposed_stacks(layer, x, w) > 0
+    y = layer.apply(x, w, b)
+    if op is Conv:
+        assert_conv_matches_reference(y, x, w, b, **params)
+    else:
+        assert_matches_reference(y, x, w, b, **params)
+    assert np.array_equal(op(num_threads=2, **params).apply(x, w, b), y)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 0)
+    assert _transposed_stacks(layer, x, w) == 0
+    assert np.array_equal(op(**params).apply(x, w, b), y)
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+def test_stacks_off_the_rule_keep_the_standard_orientation(kernel_set, monkeypatch):
+    """Rows not in whole vectors, several phases, or x read in place (1x1)."""
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
+    x = np.ones((1, 8, 12, 12), np.float32)
+    assert _transposed_stacks(Conv(pads=(1,) * 4), x, np.ones((20, 8, 3, 3), np.float32)) == 0
+    assert _transposed_stacks(Conv(), x, np.ones((32, 8, 1, 1), np.float32)) == 0
+    k4s2 = ConvTranspose(strides=(2, 2), pads=(1,) * 4)
+    assert _transposed_stacks(k4s2, x, np.ones((8, 16, 4, 4), np.float32)) == 0
