@@ -496,6 +496,7 @@ class Explanation:
                 ("half panels", decision.half_panels), ("masked stores", decision.masked_stores),
                 ("B packing", decision.pack_min_blocks > 0),
                 ("pair packing", decision.pair_pack_min_blocks > 0),
+                ("transposed kernels", blocking.transposed),
                 ("x read as the BLAS operand", decision.input_is_tile)) if on]
             lines.append(f"  blocking: {blocking.mr or 'all'} rows x {blocking.nr or 'a tile of'}"
                          f" positions per kernel call, K chunks of up to {blocking.max_depth}"
@@ -506,6 +507,9 @@ class Explanation:
                         else "")
                 if stack["gather"] and decision.kernel_set != "blas":
                     kind = ", ".join(filter(None, (kind, "tiles gathered tap by tap")))
+                if stack["transposed"]:
+                    kind = ", ".join(filter(None, (kind, "transposed: weight rows as vectors,"
+                                                         " positions broadcast (gemm_t)")))
                 lines.append(
                     f"  stack {index}: {stack['phases']} phase(s) x {stack['taps']} tap(s), "
                     f"{stack['rows']} rows, depth {problem.cg * stack['taps']} in chunks of "
