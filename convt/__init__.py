@@ -19,7 +19,7 @@ __all__ = ["Conv", "ConvTranspose", "conv", "conv_transpose", "explain", "upsamp
            "__version__"]
 
 
-def explain(layer, x_shape, w_shape, dtype="float32"):
+def explain(layer, x_shape, w_shape, dtype=None):
     """How ``layer.apply`` would run on arrays of these shapes: see :func:`convt._engine.explain`.
 
     Examples

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import os
 from dataclasses import dataclass
 
@@ -530,18 +531,30 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(layer, x_shape, w_shape, dtype=np.float32):
+def _shape_of(value, name):
+    """(shape, dtype or None) of a shape tuple or an array passed for one."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return tuple(value.shape), np.dtype(value.dtype)
+    try:
+        return tuple(operator.index(size) for size in value), None
+    except TypeError:
+        raise TypeError(f"{name} must be a shape (a tuple of ints) or an array, got "
+                        f"{value!r} of type {type(value).__name__}") from None
+
+
+def explain(layer, x_shape, w_shape, dtype=None):
     """How ``layer.apply`` would run on C-contiguous arrays of these shapes and dtype.
 
     Parameters
     ----------
     layer : ConvTranspose or Conv
         The estimator.
-    x_shape, w_shape : tuple of int
+    x_shape, w_shape : tuple of int, or arrays
         Shapes of the input ``(N, C, D1, ..., Dn)`` and weight: ``(C, M/group,
-        k1, ..., kn)`` for a ConvTranspose, ``(M, C/group, k1, ..., kn)`` for a Conv.
-    dtype : dtype, default float32
-        The arrays' dtype.
+        k1, ..., kn)`` for a ConvTranspose, ``(M, C/group, k1, ..., kn)`` for a Conv;
+        arrays stand for their shapes.
+    dtype : dtype, optional
+        The arrays' dtype: ``x``'s when ``x_shape`` is an array, else float32.
 
     Returns
     -------
@@ -560,10 +573,11 @@ def explain(layer, x_shape, w_shape, dtype=np.float32):
     >>> print(report)  # doctest: +ELLIPSIS
     problem: batch 1, 64 -> 32 channels in 1 group(s), input (32, 32) -> output (64, 64), ...
     """
-    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    x_shape, x_dtype = _shape_of(x_shape, "x_shape")
+    w_shape, _ = _shape_of(w_shape, "w_shape")
     geometry = layer._geometry_for(x_shape, w_shape)
     group = layer._attributes().group
-    dtype = np.dtype(dtype)
+    dtype = np.dtype(dtype if dtype is not None else x_dtype or np.float32)
     out_shape = layer.output_shape_for(x_shape, w_shape)
     channel = 1 if getattr(layer, "data_format", "NCX") == "NCX" else -1
     transpose = not getattr(layer, "_forward", False)

@@ -88,3 +88,15 @@ def test_ragged_lists_name_the_operand(position, name):
     operands[position] = [[[1.0, 2.0], [3.0]]] if position < 2 else [[1.0], [2.0, 3.0]]
     with pytest.raises(ValueError, match=rf"^{name} is a ragged nested sequence"):
         conv_transpose(*operands)
+
+
+def test_explain_takes_arrays_for_shapes_and_names_a_bad_one():
+    import convt
+    x = np.zeros((1, 8, 12, 12), np.float64)
+    w = np.zeros((16, 8, 3, 3), np.float64)
+    report = convt.explain(convt.Conv(pads=(1, 1, 1, 1)), x, w)
+    assert str(report).splitlines()[0].endswith("float64")
+    assert str(convt.explain(convt.Conv(pads=(1, 1, 1, 1)), x.shape, w.shape)).splitlines()[0] \
+        .endswith("float32")
+    with pytest.raises(TypeError, match="x_shape must be a shape"):
+        convt.explain(convt.Conv(), 5, w)
