@@ -477,6 +477,40 @@ def _stack_tile(stack, cg, min_items, blocking, rows=None):
     return taps, chunk, extents, reach, tile
 
 
+def _tile_count(extents, tile):
+    """Tiles of ``tile`` over a stack's grid."""
+    row_tiles = -(-(extents[-2] if len(extents) >= 2 else 1) // tile.rows)
+    return math.prod(extents[:-2]) * row_tiles * -(-extents[-1] // tile.cols)
+
+
+def _product_sized(tile, extents, reach, chunk, taps, rows, cg, blocking):
+    """A smaller tile whose product (``rows`` rows) fits blocking.product_bytes, when
+    it moves fewer elements than cutting the tile's rows into product groups, else
+    ``tile``.  Each group fills the whole tile buffer again; each extra tile reads
+    the stack's weights again (and its taps' halo), so long 1-D rows of many
+    channels (k7 Conv: the input filled 4 times) prefer shorter tiles, and stacks
+    of heavy weights (vocoder ConvTranspose) keep their groups."""
+    panel = blocking.nr
+    max_columns = blocking.product_bytes // (rows * blocking.itemsize) // panel * panel
+    if not panel or tile.gather or tile.columns <= max_columns or max_columns < 4 * panel:
+        return tile
+    if tile.rows > 1 and max_columns >= tile.cols + panel:
+        smaller = _resized(tile, max(1, (max_columns - tile.cols) // tile.row_stride + 1),
+                           tile.cols, reach, chunk, taps, blocking)
+    else:
+        smaller = _resized(tile, 1, min(tile.cols, max_columns), reach, chunk, taps, blocking)
+    if smaller.columns > max_columns:
+        return tile
+    # groups are whole row blocks: a stack of one block has no groups to cut
+    groups = min(-(-rows * tile.columns * blocking.itemsize // blocking.product_bytes),
+                 -(-rows // blocking.mr))
+    chunks = -(-cg // chunk)
+    weights = rows * cg * taps
+    grouped = _tile_count(extents, tile) * (groups * tile.operand * chunks + weights)
+    split = _tile_count(extents, smaller) * (smaller.operand * chunks + weights)
+    return smaller if split < grouped else tile
+
+
 def _exact_pairs(stack, stride, tile, col_tiles, mg, depth, blocking):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
@@ -616,6 +650,13 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
                     and _stores_pairs(blocking, chunk_s, cg)):
                 chunk, tile, col_tiles = chunk_s, tile_s, col_tiles_s
                 row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
+                tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+        if not exact and row_block and index not in forced_rows:
+            sized = _product_sized(tile, extents, reach, chunk, taps, rows, cg, blocking)
+            if sized is not tile:
+                tile = sized
+                row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
+                col_tiles = -(-extents[-1] // tile.cols)
                 tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
         depth_max = max(depth_max, chunk * taps)
         identity = (

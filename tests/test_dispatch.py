@@ -306,3 +306,28 @@ def test_avx2_packs_tile_buffer_panels_only_for_many_row_blocks():
                                 kernel_set="avx2")
     assert decision.pack_min_blocks == _dispatch.PACK_MIN_BLOCKS          # B read from x
     assert decision.buffer_pack_min_blocks == _dispatch.AVX2_BUFFER_PACK_MIN_BLOCKS
+
+
+def test_long_rows_are_cut_into_tiles_whose_product_fits_rather_than_row_groups():
+    """A 1-D Conv of 256 channels on 4096 positions: one tile of the whole row would
+    need a 4 MiB product, cut into row groups that each fill the whole input again;
+    shorter tiles fit the product budget and fill it once."""
+    from convt import Conv, explain
+    for set_name in _dispatch.available_kernel_sets():
+        if set_name in ("blas",):
+            continue
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(_dispatch.KERNEL_SET_VARIABLE, set_name)
+            patch.setattr(_dispatch.os, "cpu_count", lambda: 1)
+            plan = explain(Conv(pads=(3, 3)), (1, 256, 4096), (256, 256, 7)).plan
+        stack = plan.stacks[0]
+        assert stack["row_groups"] == 1
+        assert stack["tile_cols"] < 4096
+        assert stack["rows"] * stack["columns"] * 4 <= _dispatch.PRODUCT_BYTES
+        # heavy weights (a k16 s8 vocoder layer: 8 MiB) keep their row groups
+        from convt import ConvTranspose
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(_dispatch.KERNEL_SET_VARIABLE, set_name)
+            plan = explain(ConvTranspose(strides=(8,), pads=(4, 4)), (1, 512, 1024),
+                           (512, 256, 16)).plan
+        assert plan.stacks["row_groups"].max() > 1
