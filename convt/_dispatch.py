@@ -232,13 +232,15 @@ MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 # while the pool finds the cores contended (convt_pool_contended: a recent call
 # waited for a worker descheduled in the middle of an item, which on a loaded
 # machine costs a scheduler slice, milliseconds; or, on Linux, other runnable
-# threads leave too few free CPUs).  A second thread gains at
-# most half of such a call; above, it gains more than it risks: on 2 Zen 3
-# cores with both kept busy by other processes, a 1 -> 1 k4s2 call on 512x512
-# (4 M multiply-adds) took 1.68 ms with 2 threads against 1.01 ms with one,
-# while a 64 -> 32 k4s2 call on 16x16 (8.4 M) and larger ones ran 1.5-2x faster
-# on 2 threads even there.
-CONTENDED_MAX_MULTIPLY_ADDS = 1 << 23
+# threads leave too few free CPUs).  A second thread gains at most half of
+# such a call, and one worker descheduled in the middle of an item costs the
+# call a scheduler slice; above, it gains more than it risks.  On 2 Zen 3 cores
+# with both kept busy by other processes, a 1 -> 1 k4s2 call on 512x512 (4 M
+# multiply-adds) took 1.68 ms with 2 threads against 1.01 ms with one; a 64 ->
+# 32 k4s2 call on 32x32 (34 M) had the same median on 2 threads and on one but
+# a mean 1.5 times one thread's in one run of three (its stalls), while the
+# same layer on 64x64 (134 M) and larger ran 1.4-1.7x faster on 2 threads.
+CONTENDED_MAX_MULTIPLY_ADDS = 1 << 26
 
 # Product-path stacks whose rows (output channels x phases) are whole vectors
 # run the transposed kernels (gemm_t) where the set has them: the weights are
