@@ -483,15 +483,16 @@ def _tile_count(extents, tile):
     return math.prod(extents[:-2]) * row_tiles * -(-extents[-1] // tile.cols)
 
 
-def _product_sized(tile, extents, reach, chunk, taps, rows, cg, blocking):
-    """A smaller tile whose product (``rows`` rows) fits blocking.product_bytes, when
+def _product_sized(tile, extents, reach, chunk, taps, rows, held, cg, blocking):
+    """A smaller tile whose product (``held`` rows per column: ``rows``, twice that for
+    transposed stacks) fits blocking.product_bytes, when
     it moves fewer elements than cutting the tile's rows into product groups, else
     ``tile``.  Each group fills the whole tile buffer again; each extra tile reads
     the stack's weights again (and its taps' halo), so long 1-D rows of many
     channels (k7 Conv: the input filled 4 times) prefer shorter tiles, and stacks
     of heavy weights (vocoder ConvTranspose) keep their groups."""
     panel = blocking.nr
-    max_columns = blocking.product_bytes // (rows * blocking.itemsize) // panel * panel
+    max_columns = blocking.product_bytes // (held * blocking.itemsize) // panel * panel
     if not panel or tile.gather or tile.columns <= max_columns or max_columns < 4 * panel:
         return tile
     if tile.rows > 1 and max_columns >= tile.cols + panel:
@@ -502,7 +503,7 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, cg, blocking):
     if smaller.columns > max_columns:
         return tile
     # groups are whole row blocks: a stack of one block has no groups to cut
-    groups = min(-(-rows * tile.columns * blocking.itemsize // blocking.product_bytes),
+    groups = min(-(-held * tile.columns * blocking.itemsize // blocking.product_bytes),
                  -(-rows // blocking.mr))
     chunks = -(-cg // chunk)
     weights = rows * cg * taps
@@ -651,14 +652,6 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
                 chunk, tile, col_tiles = chunk_s, tile_s, col_tiles_s
                 row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
                 tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
-        if not exact and row_block and index not in forced_rows:
-            sized = _product_sized(tile, extents, reach, chunk, taps, rows, cg, blocking)
-            if sized is not tile:
-                tile = sized
-                row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
-                col_tiles = -(-extents[-1] // tile.cols)
-                tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
-        depth_max = max(depth_max, chunk * taps)
         identity = (
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
@@ -666,6 +659,16 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
         )
         transposed = _transposed(rows, phase_count, identity, exact, blocking)
+        # product rows held per column: transposed stacks keep both orientations
+        held = rows * (2 if transposed else 1)
+        if not exact and row_block and index not in forced_rows:
+            sized = _product_sized(tile, extents, reach, chunk, taps, rows, held, cg, blocking)
+            if sized is not tile:
+                tile = sized
+                row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
+                col_tiles = -(-extents[-1] // tile.cols)
+                tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+        depth_max = max(depth_max, chunk * taps)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs
             segment_rows, unit = 2 * mg, 2
@@ -684,7 +687,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         # Stacks storing straight into y have no product buffer, and a second
         # fill would cost more (sci2d_f64: 9% of the time in fills).
         product_groups = 1 if store_direct else -(
-            -rows * tile.columns * blocking.itemsize // blocking.product_bytes)
+            -held * tile.columns * blocking.itemsize // blocking.product_bytes)
         row_groups = max(min(-(-min_items // tiles), blocks // 8), product_groups)
         row_groups = max(1, min(blocks, row_groups)) if row_block else 1
         if index in partner_of:
