@@ -40,6 +40,14 @@ def _kernel_set(name, acc):
     return _family(name).kernel_set(acc)
 
 
+def _kernels_with(name, acc, flag, what):
+    """The set of family ``name`` for ``acc``; the test is skipped if its ``flag`` is off."""
+    kernels = _kernel_set(name, acc)
+    if not kernels.has(flag):
+        pytest.skip(f"{name} has no {what} (flag off)")
+    return kernels
+
+
 def _eps(acc):
     return np.finfo(acc).eps / 2
 
@@ -191,9 +199,7 @@ def _call_gemm_t(spec, family, ldc, c_in):
 def test_transposed_gemm_kernels_match_the_reference(family, acc):
     """gemm_t against its reference, which is gemm's arithmetic transposed: the
     two orientations give the same value, bit for bit, for every output."""
-    kernels = _kernel_set(family, acc)
-    if not kernels.has(_dispatch.SET_TRANSPOSED):
-        pytest.skip(f"{family} has no transposed kernels (flag off)")
+    kernels = _kernels_with(family, acc, _dispatch.SET_TRANSPOSED, "transposed kernels")
     lanes = kernels.nr // 2
     fused = kernels.has(_dispatch.SET_FUSED)
     rng = np.random.default_rng(11)
@@ -220,9 +226,7 @@ def test_transposed_gemm_kernels_match_the_reference(family, acc):
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_transposed_gemm_kernels_propagate_nan_and_inf(family, acc):
-    kernels = _kernel_set(family, acc)
-    if not kernels.has(_dispatch.SET_TRANSPOSED):
-        pytest.skip(f"{family} has no transposed kernels (flag off)")
+    kernels = _kernels_with(family, acc, _dispatch.SET_TRANSPOSED, "transposed kernels")
     rng = np.random.default_rng(12)
     rows = kernels.nr
     for positions in range(1, kernels.mr + 1):
@@ -263,9 +267,7 @@ def test_gemm_kernels_propagate_nan_and_inf(family, kernel, acc):
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_pair_kernels_match_the_reference(family, acc):
-    kernels = _kernel_set(family, acc)
-    if not kernels.has(_dispatch.SET_PAIRS):
-        pytest.skip(f"{family} has no pair kernels (flag off)")
+    kernels = _kernels_with(family, acc, _dispatch.SET_PAIRS, "pair kernels")
     fused = kernels.has(_dispatch.SET_FUSED)
     rng = np.random.default_rng(3)
     for half in (0, 1):
@@ -296,9 +298,7 @@ def _aligned(count, acc):
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_pack_pair_copies_both_operands_of_every_step(family, acc):
-    kernels = _kernel_set(family, acc)
-    if not kernels.has(_dispatch.SET_PACK_PAIRS):
-        pytest.skip(f"{family} has no pack_pair kernel (flag off)")
+    kernels = _kernels_with(family, acc, _dispatch.SET_PACK_PAIRS, "pack_pair kernel")
     rng = np.random.default_rng(5)
     nr = kernels.nr
     for depth in (1, 2, 7, 64):
@@ -379,9 +379,7 @@ def _storage_values(name, array):
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_pair_store_kernels_match_the_reference(family, acc):
-    kernels = _kernel_set(family, acc)
-    if not kernels.has(_dispatch.SET_PAIRS):
-        pytest.skip(f"{family} has no pair kernels (flag off)")
+    kernels = _kernels_with(family, acc, _dispatch.SET_PAIRS, "pair kernels")
     rng = np.random.default_rng(4)
     for storage in _pair_store_storages(acc):
         for half in (0, 1):

@@ -30,10 +30,11 @@
  * further and write C `c_shift` further) and PACK (gemm_pack).  Rows whose
  * index is not below ROWS compile away. */
 
-/* Row i of the block: broadcast a[i], one FMA per B vector. */
+/* Row i of the block: broadcast bc[i] (a's row i; B's position i in gemm_t), one
+ * FMA per vector. */
 #define STEP_ROW(i, BROADCAST, FMA, ci0, ci1)                                             \
     if ((i) < ROWS) {                                                                     \
-        x = BROADCAST(a + (i));                                                           \
+        x = BROADCAST(bc + (i));                                                          \
         ci0 = FMA(x, b0, ci0);                                                            \
         if (VECTORS > 1) ci1 = FMA(x, b1, ci1);                                           \
     }
@@ -52,7 +53,9 @@
 /* Blocked sums of kernel_set.h into c (row stride ldc); `first` says c holds
  * nothing yet.  12 accumulators, 2 B vectors and a broadcast fill the 16 YMM
  * registers, so the block totals go through C.  Pairs run the even rows on
- * the even B vectors, then load the odd ones into the same registers. */
+ * the even B vectors, then load the odd ones into the same registers.
+ * TRANSPOSED (gemm_t): the vectors are a's rows, VECTORS * W per step, and the
+ * broadcasts B's positions; ROWS counts positions. */
 #define BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
     {                                                                                     \
         ptrdiff_t k = 0, end;                                                             \
@@ -60,9 +63,10 @@
             V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
             V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;           \
             end = k + block < depth ? k + block : depth;                                  \
-            for (; k < end; ++k, a += ROWS) {                                             \
+            for (; k < end; ++k, a += TRANSPOSED ? VECTORS * (W) : ROWS) {                \
                 const T *row = b + offsets[k];                                            \
-                V b0 = LOAD(row), b1 = VECTORS > 1 ? LOAD(row + (W)) : b0, x;             \
+                const T *vec = TRANSPOSED ? a : row, *bc = TRANSPOSED ? row : a;          \
+                V b0 = LOAD(vec), b1 = VECTORS > 1 ? LOAD(vec + (W)) : b0, x;             \
                 if (PACK) {                                                               \
                     STORE(pack_to + 2 * (W) * k, b0);                                     \
                     STORE(pack_to + 2 * (W) * k + (W), b1);                               \
@@ -97,7 +101,7 @@
                           const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate,  \
                           T *pack_to)                                                     \
     {                                                                                     \
-        enum { ROWS = R, VECTORS = NV, PAIRED = 0, PACK = PK };                           \
+        enum { ROWS = R, VECTORS = NV, PAIRED = 0, PACK = PK, TRANSPOSED = 0 };           \
         const ptrdiff_t b_shift = 0, c_shift = 0;                                         \
         int first = !accumulate;                                                          \
         (void)pack_to;                                                                    \
@@ -115,7 +119,7 @@
                                          ptrdiff_t b_shift, T *c, ptrdiff_t ldc,          \
                                          ptrdiff_t c_shift, int first)                    \
     {                                                                                     \
-        enum { ROWS = R, VECTORS = NV, PAIRED = 1, PACK = 0 };                            \
+        enum { ROWS = R, VECTORS = NV, PAIRED = 1, PACK = 0, TRANSPOSED = 0 };            \
         T *pack_to = NULL;                                                                \
         (void)pack_to;                                                                    \
         BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
@@ -203,56 +207,22 @@ GEMMS(half_f64_r, 1, 0, F64)
 
 /* Transposed GEMM (gemm_t): the weights are the vectors and the positions the
  * broadcasts, c[j * ldc + i] (+)= sum_k a[k * VECTORS * W + i] * b[offsets[k] + j]
- * for POSITIONS positions j and VECTORS * W weight rows i.  Every output's
- * arithmetic is gemm's (FMA operands commute exactly), so products are
- * bitwise the same; the weight rows are read aligned and whole, and B needs
- * no vector loads at all, so nothing straddles cache lines and no B panel is
- * packed. */
-#define T_STEP(j, BROADCAST, FMA, cj0, cj1)                                               \
-    if ((j) < POSITIONS) {                                                                \
-        x = BROADCAST(row + (j));                                                         \
-        cj0 = FMA(x, a0, cj0);                                                            \
-        if (VECTORS > 1) cj1 = FMA(x, a1, cj1);                                           \
-    }
-#define T_FINISH(j, T, LOAD, STORE, ADD, W, cj0, cj1)                                     \
-    if ((j) < POSITIONS) {                                                                \
-        T *out = c + (j) * ldc;                                                           \
-        if (!first) {                                                                     \
-            cj0 = ADD(LOAD(out), cj0);                                                    \
-            if (VECTORS > 1) cj1 = ADD(LOAD(out + (W)), cj1);                             \
-        }                                                                                 \
-        STORE(out, cj0);                                                                  \
-        if (VECTORS > 1) STORE(out + (W), cj1);                                           \
-    }
+ * for P positions j and VECTORS * W weight rows i.  Every output's arithmetic is
+ * gemm's (FMA operands commute exactly), so products are bitwise the same; the
+ * weight rows are read aligned and whole, and B needs no vector loads at all, so
+ * nothing straddles cache lines and no B panel is packed. */
 #define DEFINE_GEMM_T(NAME, P, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)    \
     AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
                           const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate)  \
     {                                                                                     \
-        enum { POSITIONS = P, VECTORS = NV };                                             \
-        ptrdiff_t k = 0, end;                                                             \
+        enum { ROWS = P, VECTORS = NV, PAIRED = 0, PACK = 0, TRANSPOSED = 1 };            \
+        const ptrdiff_t b_shift = 0, c_shift = 0;                                         \
+        T *pack_to = NULL;                                                                \
         int first = !accumulate;                                                          \
-        while (k < depth) {                                                               \
-            V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
-            V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;           \
-            end = k + block < depth ? k + block : depth;                                  \
-            for (; k < end; ++k, a += VECTORS * (W)) {                                    \
-                const T *row = b + offsets[k];                                            \
-                V a0 = LOAD(a), a1 = VECTORS > 1 ? LOAD(a + (W)) : a0, x;                 \
-                T_STEP(0, BROADCAST, FMA, c00, c01)                                       \
-                T_STEP(1, BROADCAST, FMA, c10, c11)                                       \
-                T_STEP(2, BROADCAST, FMA, c20, c21)                                       \
-                T_STEP(3, BROADCAST, FMA, c30, c31)                                       \
-                T_STEP(4, BROADCAST, FMA, c40, c41)                                       \
-                T_STEP(5, BROADCAST, FMA, c50, c51)                                       \
-            }                                                                             \
-            T_FINISH(0, T, LOAD, STORE, ADD, W, c00, c01)                                 \
-            T_FINISH(1, T, LOAD, STORE, ADD, W, c10, c11)                                 \
-            T_FINISH(2, T, LOAD, STORE, ADD, W, c20, c21)                                 \
-            T_FINISH(3, T, LOAD, STORE, ADD, W, c30, c31)                                 \
-            T_FINISH(4, T, LOAD, STORE, ADD, W, c40, c41)                                 \
-            T_FINISH(5, T, LOAD, STORE, ADD, W, c50, c51)                                 \
-            first = 0;                                                                    \
-        }                                                                                 \
+        (void)pack_to;                                                                    \
+        (void)b_shift;                                                                    \
+        (void)c_shift;                                                                    \
+        BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
     }
 #define GEMMS_T(P, NV, FLAVOUR)                                                           \
     CALL(DEFINE_GEMM_T, (P##1, 1, NV, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##2, 2, NV, FLAVOUR)) \
