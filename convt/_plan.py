@@ -581,15 +581,15 @@ def operator_axis_groups(geometry, transpose):
     return [[group] for group in groups], False
 
 
-@functools.lru_cache(maxsize=128)
 def _transposed(rows, phases, identity, exact, blocking):
     """Whether a product-path stack runs the transposed kernels (gemm_t): rows in
     whole vectors (NR / 2 lanes), at least NR of them, of one phase (every Conv
     stack; ConvTranspose's stride-1 axes), read from a tile buffer.
 
-    Measured on Zen 3 (AVX2), 1 thread: Conv 3x3 layers 6-10% faster, 3x3x3
-    10%, 1-D k7 5%; single-phase ConvTranspose stacks -6% to +8%.  Stacks of
-    several phases (k16s8 vocoders, FCN heads, float64 k4s2) lost 3-7%, and
+    Measured on Zen 3 (AVX2), 1 thread, in separate processes against the
+    standard orientation: Conv 3x3 layers 4-8% faster, 1-D k7 2%, batch-8 3x3
+    ConvTranspose 0-3%.  Stacks of several phases (k16s8 vocoders, FCN heads,
+    float64 k4s2) lost 3-7%, and
     stacks reading x in place (k2s2 decoders, 1x1 Conv) up to 37% where
     channels lie a multiple of 4 KiB apart: the broadcasts of one position
     from every channel then share an L1 set, where gemm_pack's panel copy
@@ -600,6 +600,7 @@ def _transposed(rows, phases, identity, exact, blocking):
             and lanes > 0 and rows % lanes == 0 and rows >= blocking.nr)
 
 
+@functools.lru_cache(maxsize=128)
 def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
     """Plan the GEMM engine for ``batch`` images of ``groups`` groups.
 
