@@ -242,11 +242,12 @@ MIN_MULTIPLY_ADDS_PER_THREAD = 1 << 20
 # same layer on 64x64 (134 M) and larger ran 1.4-1.7x faster on 2 threads.
 CONTENDED_MAX_MULTIPLY_ADDS = 1 << 26
 
-# Product-path stacks whose rows (output channels x phases) are whole vectors
-# run the transposed kernels (gemm_t) where the set has them: the weights are
-# the vectors, read whole and aligned from the packed rows, and the tile's
-# positions are broadcast, so no B row straddles cache lines and no B panel
-# is packed; the product is transposed once per tile.  1: on, 0: off.
+# Product-path stacks of one phase whose rows are whole vectors and whose B is
+# a tile buffer (convt._plan._transposed) run the transposed kernels (gemm_t)
+# where the set has them: the weights are the vectors, read whole and aligned
+# from the packed rows, and the tile's positions are broadcast, so no B row
+# straddles cache lines and no B panel is packed; the product is transposed
+# once per tile.  1: on, 0: off.
 TRANSPOSED_PRODUCTS = 1
 
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
