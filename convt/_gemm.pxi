@@ -369,13 +369,9 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
         call.accumulate = c_begin > 0
         if not g.layout.blas:
             in_place = input_as_operand(g, stack, x_image, c_begin, c_end, lead, tile, operand)
-            if in_place != NULL:
+            if in_place != NULL:  # identity stacks, never transposed (convt._plan._transposed)
                 call.offsets = g.x_channel_offsets
-                if stack.transposed:
-                    multiply_tile_transposed(g, stack, &call, weights, in_place, tile, transposed)
-                else:
-                    multiply_tile(g, stack, &call, weights, in_place, True, tile, product,
-                                  panel_buffer)
+                multiply_tile(g, stack, &call, weights, in_place, True, tile, product, panel_buffer)
             else:
                 call.offsets = g.buffer_offsets + stack.offset_start
                 if stack.gather:

@@ -477,16 +477,17 @@ def _stack_tile(stack, cg, min_items, blocking, rows=None):
     return taps, chunk, extents, reach, tile
 
 
-def _tile_count(extents, tile):
-    """Tiles of ``tile`` over a stack's grid."""
+def _tile_grid(extents, tile):
+    """(row tiles, column tiles, tiles) of ``tile`` over a stack's grid."""
     row_tiles = -(-(extents[-2] if len(extents) >= 2 else 1) // tile.rows)
-    return math.prod(extents[:-2]) * row_tiles * -(-extents[-1] // tile.cols)
+    col_tiles = -(-extents[-1] // tile.cols)
+    return row_tiles, col_tiles, math.prod(extents[:-2]) * row_tiles * col_tiles
 
 
-def _product_sized(tile, extents, reach, chunk, taps, rows, held, cg, blocking):
+def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, blocking):
     """A smaller tile whose product (``held`` rows per column: ``rows``, twice that for
-    transposed stacks) fits blocking.product_bytes, when
-    it moves fewer elements than cutting the tile's rows into product groups, else
+    transposed stacks) fits blocking.product_bytes, when it moves fewer elements
+    than cutting the tile's ``blocks`` row blocks into product groups, else
     ``tile``.  Each group fills the whole tile buffer again; each extra tile reads
     the stack's weights again (and its taps' halo), so long 1-D rows of many
     channels (k7 Conv: the input filled 4 times) prefer shorter tiles, and stacks
@@ -503,12 +504,11 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, cg, blocking):
     if smaller.columns > max_columns:
         return tile
     # groups are whole row blocks: a stack of one block has no groups to cut
-    groups = min(-(-held * tile.columns * blocking.itemsize // blocking.product_bytes),
-                 -(-rows // blocking.mr))
+    groups = min(-(-held * tile.columns * blocking.itemsize // blocking.product_bytes), blocks)
     chunks = -(-cg // chunk)
     weights = rows * cg * taps
-    grouped = _tile_count(extents, tile) * (groups * tile.operand * chunks + weights)
-    split = _tile_count(extents, smaller) * (smaller.operand * chunks + weights)
+    grouped = _tile_grid(extents, tile)[2] * (groups * tile.operand * chunks + weights)
+    split = _tile_grid(extents, smaller)[2] * (smaller.operand * chunks + weights)
     return smaller if split < grouped else tile
 
 
@@ -637,9 +637,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         block = row_block or rows
         taps, chunk, extents, reach, tile = _stack_tile(stack, cg, min_items, blocking,
                                                         forced_rows.get(index))
-        row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
-        col_tiles = -(-extents[-1] // tile.cols)
-        tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+        row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, cg * taps, blocking)
         if (exact and blocking.store_direct
                 and max(1, min(cg, blocking.pair_max_depth // taps)) != chunk):
@@ -650,9 +648,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             col_tiles_s = -(-extents_s[-1] // tile_s.cols)
             if (_exact_pairs(stack, out_strides[-1], tile_s, col_tiles_s, mg, cg * taps, blocking)
                     and _stores_pairs(blocking, chunk_s, cg)):
-                chunk, tile, col_tiles = chunk_s, tile_s, col_tiles_s
-                row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
-                tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+                chunk, tile = chunk_s, tile_s
+                row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         identity = (
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
@@ -660,22 +657,20 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
         )
         transposed = _transposed(rows, phase_count, identity, exact, blocking)
+        if transposed:
+            block = panel  # gemm_t blocks: one or two vectors of rows
         # product rows held per column: transposed stacks keep both orientations
         held = rows * (2 if transposed else 1)
         if not exact and row_block and index not in forced_rows:
-            sized = _product_sized(tile, extents, reach, chunk, taps, rows, held, cg, blocking)
-            if sized is not tile:
-                tile = sized
-                row_tiles = -(-(extents[-2] if ndim >= 2 else 1) // tile.rows)
-                col_tiles = -(-extents[-1] // tile.cols)
-                tiles = math.prod(extents[:-2]) * row_tiles * col_tiles
+            tile = _product_sized(tile, extents, reach, chunk, taps, rows, held,
+                                  -(-rows // block), cg, blocking)
+            row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         depth_max = max(depth_max, chunk * taps)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs
             segment_rows, unit = 2 * mg, 2
         elif transposed:
-            # gemm_t blocks: one or two vectors of rows
-            segment_rows, unit, block = rows, panel // 2, panel
+            segment_rows, unit = rows, panel // 2
         else:
             segment_rows, unit = rows, 1
         segment_blocks = -(-segment_rows // block)
