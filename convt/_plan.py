@@ -584,7 +584,8 @@ def operator_axis_groups(geometry, transpose):
 def _transposed(rows, phases, identity, exact, blocking):
     """Whether a product-path stack runs the transposed kernels (gemm_t): rows in
     whole vectors (NR / 2 lanes), at least NR of them, of one phase (every Conv
-    stack; ConvTranspose's stride-1 axes), read from a tile buffer.
+    stack; ConvTranspose's stride-1 axes), read from a tile buffer.  (Residue
+    pairs never do: their two stacks must cut their rows into the same blocks.)
 
     Measured on Zen 3 (AVX2), 1 thread, in separate processes against the
     standard orientation: Conv 3x3 layers 4-8% faster, 1-D k7 2%, batch-8 3x3
@@ -656,7 +657,9 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             and tuple(extents) == geometry.input_shape
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
         )
-        transposed = _transposed(rows, phase_count, identity, exact, blocking)
+        # residue pairs share their row blocks (one item scatters both products)
+        in_pair = index in partner or index in partner_of
+        transposed = not in_pair and _transposed(rows, phase_count, identity, exact, blocking)
         if transposed:
             block = panel  # gemm_t blocks: one or two vectors of rows
         # product rows held per column: transposed stacks keep both orientations

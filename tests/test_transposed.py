@@ -80,3 +80,22 @@ def test_stacks_off_the_rule_keep_the_standard_orientation(kernel_set, monkeypat
     assert _transposed_stacks(Conv(), x, np.ones((32, 8, 1, 1), np.float32)) == 0
     k4s2 = ConvTranspose(strides=(2, 2), pads=(1,) * 4)
     assert _transposed_stacks(k4s2, x, np.ones((8, 16, 4, 4), np.float32)) == 0
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_residue_pairs_keep_one_row_blocking(kernel_set, dtype, monkeypatch):
+    """A stride-2 k3 layer's two residues run in one item and share its row
+    groups: one may not cut its rows into gemm_t's blocks while the other keeps
+    MR-row blocks (the odd outputs of the second row group came out wrong)."""
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    monkeypatch.setattr(_dispatch.os, "cpu_count", lambda: 2)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 16, 4500 if dtype == np.float32 else 2600)).astype(dtype)
+    w = rng.standard_normal((16, 64, 3)).astype(dtype)
+    layer = ConvTranspose(strides=(2,))
+    stacks = convt.explain(layer, x, w).plan.stacks
+    paired = (stacks["partner"] >= 0) | (stacks["items"] == 0)
+    assert paired.any() and stacks["row_groups"][paired].max() > 1
+    assert not stacks["transposed"][paired].any()
+    assert_matches_reference(layer.apply(x, w), x, w, strides=(2,))
