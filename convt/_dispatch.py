@@ -395,6 +395,7 @@ class Blocking:
     min_split_rows: int
     sum_blocks: tuple[int, int, int]  # (shallow, deep, split depth)
     transposed: bool = False     # product-path stacks may run gemm_t (see TRANSPOSED_PRODUCTS)
+    cores: int = 1               # the machine's (os.cpu_count): work items are cut for them
 
     def sum_block(self, depth):
         """Steps per blocked sum for a reduction of ``depth``."""
@@ -605,6 +606,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         pair_max_depth=_pair_max_depth(name, kernels, accumulation, storage) if pairs else 0,
         min_tile=MIN_TILE,
         min_work_items=work_items_target(),
+        cores=os.cpu_count() or 1,
         min_split_rows=MIN_SPLIT_ROWS,
         sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT),
         transposed=bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED),

@@ -338,6 +338,9 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
 
 # How much larger than the gathered taps a window may be and still be chosen.
 WINDOW_MAX_EXCESS = 2
+# Idle share of the cores (see _balanced_items) above which a single stack's
+# items are re-cut: 17 items on 2 cores leave 5.9% idle, 33 items 3.0%.
+BALANCE_TOLERANCE = 0.03
 
 
 def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
@@ -461,10 +464,18 @@ def _stores_pairs(blocking, chunk, cg):
     return blocking.store_direct and (not blocking.rounds_once or chunk >= cg)
 
 
+def _balanced_chunk(cg, limit):
+    """Channels per K chunk: as few chunks of at most ``limit`` channels as cover
+    ``cg``, made equal (64 channels in chunks of up to 18: four of 16, not three
+    of 18 and a pass over the product for the last 10)."""
+    chunks = -(-cg // max(1, min(cg, limit)))
+    return -(-cg // chunks)
+
+
 def _stack_tile(stack, cg, min_items, blocking, rows=None):
     """Taps, K chunk, extents, reach and tile of a stack (``rows``: forced tile rows)."""
     taps = math.prod(len(group.offsets) for group in stack)
-    chunk = max(1, min(cg, blocking.max_depth // taps))
+    chunk = _balanced_chunk(cg, blocking.max_depth // taps)
     extents = [group.extent for group in stack]
     reach = _reach(stack)
     panel = blocking.nr
@@ -510,6 +521,73 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, bl
     grouped = _tile_grid(extents, tile)[2] * (groups * tile.operand * chunks + weights)
     split = _tile_grid(extents, smaller)[2] * (smaller.operand * chunks + weights)
     return smaller if split < grouped else tile
+
+
+@dataclass(frozen=True)
+class _TileContext:
+    """What resizing a stack's tile needs: its grid, taps and K chunk, and how many
+    times its items repeat (images x groups)."""
+
+    extents: list
+    reach: object
+    chunk: int
+    taps: int
+    repeats: int
+
+
+def _idle_share(items, cores):
+    """The share of ``cores`` threads' time left idle when ``items`` equal work
+    items are dealt out dynamically: ceil(items / cores) rounds."""
+    return -(-items // cores) * cores / items - 1
+
+
+def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, blocking):
+    """A tile and row groups whose work items share out evenly over the machine's
+    cores, when the plan's split leaves more than BALANCE_TOLERANCE of them idle.
+
+    Items run dynamically, but a single stack's items are of one size, so 17 of
+    them on 2 cores take 9 rounds where 8.5 would do (dcgan k4s2: 6% idle; a
+    k16s8 vocoder's 9 row groups, 10%).  The first option within the tolerance
+    wins, else the one leaving the fewest idle.  Tried in order: other tile heights
+    (each row tile re-reads its taps' halo rows, so the nearest first, between
+    half the tile's height (or MIN_SPLIT_ROWS) and what the operand budget
+    holds), then up to cores - 1 more row groups (each repeats the tile's fill;
+    not where the groups would also ``repack`` every pair panel, as exact stacks
+    do, nor for BLAS, whose tile is one panel).  Plans depend on the
+    machine's cores, never on a call's threads: results are the same at any
+    thread count.
+    """
+    cores = blocking.cores
+    extents = context.extents
+
+    def idle(candidate, groups):
+        groups = -(-blocks // -(-blocks // groups))  # as gemm_plan evens them out
+        return _idle_share(context.repeats * _tile_grid(extents, candidate)[2] * groups, cores)
+
+    if cores <= 1 or idle(tile, row_groups) <= BALANCE_TOLERANCE:
+        return tile, row_groups
+    options = []
+    grid_rows = extents[-2] if len(extents) >= 2 else 1
+    budget = blocking.operand_bytes // blocking.itemsize
+    lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
+    for rows in sorted(range(lowest, grid_rows + 1), key=lambda r: (abs(r - tile.rows), -r)):
+        rows = -(-grid_rows // -(-grid_rows // rows))  # equal rows per row tile
+        candidate = _resized(tile, rows, tile.cols, context.reach, context.chunk,
+                             context.taps, blocking)
+        if rows != tile.rows and candidate.operand <= max(budget, tile.operand):
+            tiles = _tile_grid(extents, candidate)[2]
+            options.append((candidate, row_groups_of(candidate, tiles)))
+    if not repack:
+        options += [(tile, groups) for groups in range(row_groups + 1,
+                                                       min(blocks, row_groups + cores - 1) + 1)]
+    best, least = (tile, row_groups), idle(tile, row_groups) - BALANCE_TOLERANCE
+    for candidate, groups in options:
+        share = idle(candidate, groups)
+        if share <= BALANCE_TOLERANCE:
+            return candidate, groups
+        if share < least:
+            best, least = (candidate, groups), share
+    return best
 
 
 def _exact_pairs(stack, stride, tile, col_tiles, mg, depth, blocking):
@@ -641,7 +719,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         exact = _exact_pairs(stack, out_strides[-1], tile, col_tiles, mg, cg * taps, blocking)
         if (exact and blocking.store_direct
-                and max(1, min(cg, blocking.pair_max_depth // taps)) != chunk):
+                and _balanced_chunk(cg, blocking.pair_max_depth // taps) != chunk):
             # exact stacks storing into y take their own K chunks (pair_chunk_depth)
             paired = replace(blocking, max_depth=blocking.pair_max_depth)
             taps_s, chunk_s, extents_s, reach_s, tile_s = _stack_tile(
@@ -685,10 +763,18 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         # tile's buffer fill and panel packing, so groups keep >= 8 blocks.
         # Stacks storing straight into y have no product buffer, and a second
         # fill would cost more (sci2d_f64: 9% of the time in fills).
-        product_groups = 1 if store_direct else -(
-            -held * tile.columns * blocking.itemsize // blocking.product_bytes)
-        row_groups = max(min(-(-min_items // tiles), blocks // 8), product_groups)
-        row_groups = max(1, min(blocks, row_groups)) if row_block else 1
+        def row_groups_of(tile, tiles):
+            product_groups = 1 if store_direct else -(
+                -held * tile.columns * blocking.itemsize // blocking.product_bytes)
+            groups = max(min(-(-min_items // tiles), blocks // 8), product_groups)
+            return max(1, min(blocks, groups)) if row_block else 1
+
+        row_groups = row_groups_of(tile, tiles)
+        if len(stacks) == 1 and index not in forced_rows:
+            tile, row_groups = _balanced_items(
+                tile, row_groups, _TileContext(extents, reach, chunk, taps, batch * groups),
+                row_groups_of, blocks, exact or not row_block, blocking)
+            row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         if index in partner_of:
             # the partner's item runs this stack too: the same split of rows
             row_groups = shared[partner_of[index]][0]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from convt import ConvTranspose, _dispatch, _engine, _kernels, _records, explain
+from convt import ConvTranspose, _dispatch, _engine, _kernels, _plan, _records, explain
 
 from _helpers import plan_of
 
@@ -331,3 +331,56 @@ def test_long_rows_are_cut_into_tiles_whose_product_fits_rather_than_row_groups(
             plan = explain(ConvTranspose(strides=(8,), pads=(4, 4)), (1, 512, 1024),
                            (512, 256, 16)).plan
         assert plan.stacks["row_groups"].max() > 1
+
+
+@pytest.mark.parametrize("cg, limit, chunk", [(64, 18, 16), (19, 18, 10), (256, 85, 64),
+                                              (12, 18, 12), (7, 1, 1), (512, 74, 74)])
+def test_k_chunks_are_equal(cg, limit, chunk):
+    # as few chunks as the limit allows, of equal size: no short pass over the product
+    assert _plan._balanced_chunk(cg, limit) == chunk
+    assert -(-cg // chunk) == -(-cg // min(cg, limit))
+
+
+@pytest.mark.parametrize("x_shape, w_shape, params", [
+    ((1, 256, 64, 64), (256, 128, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),  # 17 tiles
+    ((1, 512, 1024), (512, 256, 16), dict(strides=(8,), pads=(4, 4))),  # 9 row groups
+    ((1, 16, 250, 256), (16, 16, 3, 3), dict(pads=(1, 1, 1, 1))),  # 29 tiles
+])
+@pytest.mark.parametrize("cores", [2, 3, 4])
+def test_a_single_stack_shares_its_items_evenly_over_the_cores(monkeypatch, x_shape, w_shape,
+                                                              params, cores):
+    x, w = np.empty(x_shape, np.float32), np.empty(w_shape, np.float32)
+    for kernel_set in _dispatch.available_kernel_sets():
+        monkeypatch.setattr(_dispatch.os, "cpu_count", lambda: cores)
+        items = len(plan_of(kernel_set, x, w, **params)[1].items)
+        monkeypatch.setattr(_plan, "BALANCE_TOLERANCE", 1.0)  # as cut before balancing
+        before = len(plan_of(kernel_set, x, w, **params)[1].items)
+        monkeypatch.undo()
+        idle = _plan._idle_share(items, cores)
+        assert idle <= _plan._idle_share(before, cores), (kernel_set, items, before)
+        if cores == 2 and kernel_set != "blas":  # always possible here
+            assert idle <= _plan.BALANCE_TOLERANCE, (kernel_set, items)
+
+
+def test_plans_cut_for_other_cores_give_the_same_bits(monkeypatch):
+    # tiles and row groups decide which thread computes an output, never how
+    rng = np.random.default_rng(5)
+    cases = [((1, 96, 21, 20), (96, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+             ((2, 40, 150), (40, 48, 16), dict(strides=(8,), pads=(4, 4))),
+             ((1, 16, 61, 64), (16, 16, 3, 3), dict(pads=(1, 1, 1, 1)))]
+    plans_differ = False
+    for x_shape, w_shape, params in cases:
+        x = rng.standard_normal(x_shape).astype(np.float32)
+        w = rng.standard_normal(w_shape).astype(np.float32)
+        outputs, items = [], set()
+        for cores in (1, 2, 3):
+            monkeypatch.setattr(_dispatch.os, "cpu_count", lambda cores=cores: cores)
+            _engine._execution.cache_clear()
+            layer = ConvTranspose(num_threads=2, **params)
+            outputs.append(layer.apply(x, w))
+            items.add(len(explain(layer, x, w).plan.items))
+        plans_differ = plans_differ or len(items) > 1
+        for other in outputs[1:]:
+            np.testing.assert_array_equal(other, outputs[0])
+    _engine._execution.cache_clear()  # drop the plans made for other machines
+    assert plans_differ
