@@ -405,7 +405,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                       <acc_t*>weights + call.k_begin * stack.rows, <int>stack.rows,
                       1 if call.accumulate else 0, product, <int>stack.columns)
         c_begin = c_end
-    if stack.transposed and not g.layout.blas:
+    if stack.transposed and not g.layout.blas and not stores_transposed(g, stack, product):
         transpose_product(g, stack, tile, transposed, product)
 
 
@@ -449,6 +449,8 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
             scatter_channels_last(g, other, item, lead, other_tile, other_product)
         else:
             scatter_pair(g, stack, other, item, lead, tile, other_tile, product, other_product)
+    elif stores_transposed(g, stack, product):
+        store_transposed(g, stack, item, lead, tile, transposed)
     elif channels_last and not stack.store_direct:
         scatter_channels_last(g, stack, item, lead, tile, product)
     elif not stack.store_direct:

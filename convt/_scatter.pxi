@@ -204,6 +204,49 @@ cdef void scatter_pair(const Gemm* g, const GemmStack* stack, const GemmStack* o
             store_interleaved(g, offset, at, 2, t_end - t_begin, bias)
 
 
+cdef inline bint stores_transposed(const Gemm* g, const GemmStack* stack,
+                                   const acc_t* like) noexcept nogil:
+    """Whether a transposed stack's product goes straight into y (store_transposed):
+    each channel's outputs of a grid row contiguous in y, in the accumulation type."""
+    cdef int last = g.problem.ndim - 1
+    return (stack.transposed and not g.layout.blas and g.ops.y_strides[2 + last] == 1
+            and g.axes[last].stride == 1 and is_accumulation(g.storage.type, like))
+
+
+cdef void store_transposed(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                           const Py_ssize_t* lead, TileSpan tile,
+                           const acc_t* transposed) noexcept nogil:
+    """scatter_tile for a stack that stores_transposed, from its transposed product
+    (position j of the tile, row i of the item at transposed[j * rows + i]): each
+    grid row's positions are transposed straight into the item's channels, then
+    the bias is added, the same two roundings as scatter_row's store.  A
+    transposed stack has one phase, so its rows are its output channels."""
+    cdef int last = g.problem.ndim - 1
+    cdef const PhaseAxis* phase = g.phases + stack.phase_start * g.problem.ndim
+    cdef Py_ssize_t rows = tile.end_row - tile.first_row
+    cdef Py_ssize_t first = item.group * g.problem.mg + tile.first_row
+    cdef Py_ssize_t t_begin = phase_t_begin(phase, last, tile)
+    cdef Py_ssize_t t_end = phase_t_end(phase, last, tile)
+    cdef Py_ssize_t channel_stride = g.ops.y_strides[1]
+    cdef Py_ssize_t base, offset, r, m
+    cdef acc_t* y
+    if t_end <= t_begin or not output_base(g, phase, item, first, lead, &base):
+        return
+    base = base + phase[last].residue + t_begin  # stride 1, contiguous rows
+    for r in range(tile.rows):
+        offset = base
+        if not row_offset(g, phase, tile.y + r, &offset):
+            continue
+        y = <acc_t*>element(g.ops.y, offset, g.storage.type)
+        transpose(&g.storage, t_end - t_begin, rows,
+                  transposed + (r * stack.row_stride + t_begin + phase[last].shift - tile.x) * rows,
+                  rows, y, channel_stride, NULL)
+        if g.ops.bias != NULL:
+            for m in range(rows):
+                store_run(&g.storage, <char*>(y + m * channel_stride), 1, y + m * channel_stride,
+                          t_end - t_begin, bias_of(&g.storage, g.ops.bias, first + m, y))
+
+
 cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* item,
                        const Py_ssize_t* lead, TileSpan tile, const acc_t* product) noexcept nogil:
     """Write the item's product rows to their output positions.
