@@ -24,7 +24,9 @@ cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t decimation = g.axes[last].decimation
     cdef Py_ssize_t size = g.axes[last].in_size - residue
-    if decimation != 1:  # a division per run costs as much as a short copy
+    if decimation == 2:  # a division per run costs as much as a short copy
+        size = (size + 1) >> 1
+    elif decimation != 1:
         size = (size + decimation - 1) // decimation
     cdef Py_ssize_t step = g.ops.x_strides[2 + last]
     cdef Py_ssize_t lo = min(max(0, -origin), count)
@@ -35,6 +37,60 @@ cdef inline void fill_run(const Gemm* g, acc_t* dst, Py_ssize_t count, Py_ssize_
                  element(x_row, (decimation * (origin + lo) + residue) * step, g.storage.type),
                  decimation * step, hi - lo)
     zero_run(dst + hi, count - hi)
+
+
+cdef inline void fill_run_pair(const Gemm* g, acc_t* even, acc_t* odd, Py_ssize_t count,
+                               Py_ssize_t origin, const acc_t* x_row) noexcept nogil:
+    """fill_run for the two residues of a last axis decimated by 2, in one pass over
+    the input row: even[i] = x_row[2 (origin + i)], odd[i] = x_row[2 (origin + i) + 1],
+    0 outside the axis (x_row: contiguous, of the accumulation type)."""
+    cdef Py_ssize_t in_size = g.axes[g.problem.ndim - 1].in_size
+    cdef Py_ssize_t lo = min(max(0, -origin), count)
+    # the odd residue has in_size // 2 inputs, the even one that or one more
+    cdef Py_ssize_t hi_odd = max(lo, min(count, (in_size >> 1) - origin))
+    cdef Py_ssize_t hi_even = max(lo, min(count, ((in_size + 1) >> 1) - origin))
+    cdef const acc_t* src = x_row + 2 * (origin + lo)
+    cdef acc_t* e = even + lo
+    cdef acc_t* o = odd + lo
+    cdef Py_ssize_t i
+    zero_run(even, lo)
+    zero_run(odd, lo)
+    for i in range(hi_odd - lo):  # one read for both: the compiler vectorises the split
+        e[i] = src[2 * i]
+        o[i] = src[2 * i + 1]
+    if hi_even > hi_odd:
+        even[hi_odd] = x_row[2 * (origin + hi_odd)]
+    zero_run(even + hi_even, count - hi_even)
+    zero_run(odd + hi_odd, count - hi_odd)
+
+
+cdef inline int residue_pairing(const Gemm* g, const GemmStack* stack, Py_ssize_t combo,
+                                Py_ssize_t combos, bint channels_last,
+                                const acc_t* like) noexcept nogil:
+    """For Conv's last axis decimated by 2, read contiguously in the accumulation
+    type: 1 if residue combination ``combo`` of the buffer's planes has last-axis
+    residue 0 and the next one is the same but for residue 1 (fill_run_pair fills
+    both), 2 if it is that next one, else 0."""
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const Py_ssize_t* residues = g.residues + (stack.residue_start + combo) * ndim
+    cdef const Py_ssize_t* other
+    cdef int a
+    if (channels_last or g.axes[last].decimation != 2 or g.ops.x_strides[2 + last] != 1
+            or not is_accumulation(g.storage.type, like)):
+        return 0
+    if residues[last] == 0 and combo + 1 < combos:
+        other = residues + ndim
+    elif residues[last] == 1 and combo > 0:
+        other = residues - ndim
+    else:
+        return 0
+    if other[last] != 1 - residues[last]:
+        return 0
+    for a in range(last):
+        if other[a] != residues[a]:
+            return 0
+    return 1 + residues[last]
 
 
 cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_step,
@@ -106,16 +162,23 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef bint channels_last = (channel_step == 1 and g.ops.x_strides[2 + last] != 1
                                and channels >= MIN_CHANNEL_RUN)
     cdef Py_ssize_t lead_planes = 1
-    cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index
+    cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index, combos
     cdef const Py_ssize_t* residues
     cdef const char* row
-    cdef int a
+    cdef int a, pairing
     cdef bint inside
     cdef acc_t* dst
+    cdef acc_t* odd_dst
     for a in range(last - 1):
         lead_planes = lead_planes * (axes[a].span + 1)
+    combos = stack.buffer_planes // lead_planes
     for plane in range(stack.buffer_planes):
+        pairing = residue_pairing(g, stack, plane // lead_planes, combos, channels_last, buffer)
+        if pairing == 2:
+            continue  # filled with its residue-0 sibling
         dst = buffer + plane * plane_size
+        # the residue-1 plane of the same leading coordinates, filled in the same pass
+        odd_dst = dst + lead_planes * plane_size if pairing == 1 else NULL
         residues = g.residues + (stack.residue_start + plane // lead_planes) * g.problem.ndim
         offset = c_begin * channel_step
         inside = True
@@ -136,11 +199,20 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                     for channel in range(channels):
                         memset(dst + channel * stack.buffer_channel + r * row_stride, 0,
                                row_stride * sizeof(acc_t))
+                        if odd_dst != NULL:
+                            memset(odd_dst + channel * stack.buffer_channel + r * row_stride, 0,
+                                   row_stride * sizeof(acc_t))
                     continue
             row = element(x_image, offset + row_index * g.ops.x_strides[1 + last], storage)
             if channels_last:
                 fill_row_channels_last(g, dst + r * row_stride, stack.buffer_channel, channels,
                                        row_stride, x_origin, row, residues[last])
+            elif odd_dst != NULL:
+                for channel in range(channels):
+                    fill_run_pair(g, dst + channel * stack.buffer_channel + r * row_stride,
+                                  odd_dst + channel * stack.buffer_channel + r * row_stride,
+                                  row_stride, x_origin,
+                                  <const acc_t*>element(row, channel * channel_step, storage))
             else:
                 for channel in range(channels):
                     fill_run(g, dst + channel * stack.buffer_channel + r * row_stride,
@@ -149,6 +221,9 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
         if not inside:
             for channel in range(channels):
                 memset(dst + channel * stack.buffer_channel, 0, plane_size * sizeof(acc_t))
+                if odd_dst != NULL:
+                    memset(odd_dst + channel * stack.buffer_channel, 0,
+                           plane_size * sizeof(acc_t))
     # the last panel of the last channel may read up to one panel past the data
     memset(buffer + channels * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 

@@ -484,3 +484,18 @@ def test_stencil_blocks_are_not_used_where_they_do_not_apply():
     assert rows((1, 8, 30, 30), (8, 2, 3, 3), group=4) == 0  # two input channels per group
     assert rows((1, 2, 30, 30), (16, 1, 3, 3), group=2) == 0  # 8 outputs per group
     assert rows((1, 8, 30, 30), (8, 1, 3, 3), "float16", group=8) == 0  # converted rows
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [15, 16, 17])
+@pytest.mark.parametrize("pads", [(0, 0), (1, 1), (2, 0), (0, 2)])
+def test_stride_2_tiles_fill_both_residues_in_one_pass(dtype, width, pads):
+    # the GEMM engine's tile buffers split each input row into its even and odd
+    # residues in one pass; odd and even widths and every border must match
+    rng = np.random.default_rng(width)
+    x = rng.standard_normal((1, 6, 5, width)).astype(dtype)
+    w = rng.standard_normal((16, 6, 3, 3)).astype(dtype)
+    params = dict(strides=(2, 2), pads=(1, pads[0], 0, pads[1]))
+    layer = Conv(**params)
+    assert explain(layer, x, w).decision.engine == "gemm"
+    assert_conv_matches_reference(layer.apply(x, w), x, w, **params)
