@@ -550,8 +550,8 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     k16s8 vocoder's 9 row groups, 10%).  The first option within the tolerance
     wins, else the one leaving the fewest idle.  Tried in order: other tile heights
     (each row tile re-reads its taps' halo rows, so the nearest first, between
-    half the tile's height (or MIN_SPLIT_ROWS) and what the operand budget
-    holds), then up to cores - 1 more row groups (each repeats the tile's fill;
+    half and twice the tile's height (or MIN_SPLIT_ROWS) that the operand
+    budget holds), then up to cores - 1 more row groups (each repeats the tile's fill;
     not where the groups would also ``repack`` every pair panel, as exact stacks
     do, nor for BLAS, whose tile is one panel).  Plans depend on the
     machine's cores, never on a call's threads: results are the same at any
@@ -570,7 +570,8 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     grid_rows = extents[-2] if len(extents) >= 2 else 1
     budget = blocking.operand_bytes // blocking.itemsize
     lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
-    for rows in sorted(range(lowest, grid_rows + 1), key=lambda r: (abs(r - tile.rows), -r)):
+    highest = min(grid_rows, 2 * tile.rows)
+    for rows in sorted(range(lowest, highest + 1), key=lambda r: (abs(r - tile.rows), -r)):
         rows = -(-grid_rows // -(-grid_rows // rows))  # equal rows per row tile
         candidate = _resized(tile, rows, tile.cols, context.reach, context.chunk,
                              context.taps, blocking)
