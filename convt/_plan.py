@@ -535,6 +535,13 @@ class _TileContext:
     repeats: int
 
 
+def _even_groups(blocks, groups):
+    """Row groups after cutting ``blocks`` row blocks into ``groups`` groups of
+    equal whole blocks (the last may be shorter): 10 blocks in 4 groups of 3
+    make 4, 10 in 6 groups of 2 make 5."""
+    return -(-blocks // -(-blocks // groups))
+
+
 def _idle_share(items, cores):
     """The share of ``cores`` threads' time left idle when ``items`` equal work
     items are dealt out dynamically: ceil(items / cores) rounds."""
@@ -561,8 +568,8 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     extents = context.extents
 
     def idle(candidate, groups):
-        groups = -(-blocks // -(-blocks // groups))  # as gemm_plan evens them out
-        return _idle_share(context.repeats * _tile_grid(extents, candidate)[2] * groups, cores)
+        items = _tile_grid(extents, candidate)[2] * _even_groups(blocks, groups)
+        return _idle_share(context.repeats * items, cores)
 
     if cores <= 1 or idle(tile, row_groups) <= BALANCE_TOLERANCE:
         return tile, row_groups
@@ -571,11 +578,12 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     budget = blocking.operand_bytes // blocking.itemsize
     lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
     highest = min(grid_rows, 2 * tile.rows)
-    for rows in sorted(range(lowest, highest + 1), key=lambda r: (abs(r - tile.rows), -r)):
-        rows = -(-grid_rows // -(-grid_rows // rows))  # equal rows per row tile
+    # heights as row tiles of equal rows make them, each once, the nearest first
+    heights = {-(-grid_rows // -(-grid_rows // rows)) for rows in range(lowest, highest + 1)}
+    for rows in sorted(heights - {tile.rows}, key=lambda r: (abs(r - tile.rows), -r)):
         candidate = _resized(tile, rows, tile.cols, context.reach, context.chunk,
                              context.taps, blocking)
-        if rows != tile.rows and candidate.operand <= max(budget, tile.operand):
+        if candidate.operand <= max(budget, tile.operand):
             tiles = _tile_grid(extents, candidate)[2]
             options.append((candidate, row_groups_of(candidate, tiles)))
     if not repack:
@@ -779,8 +787,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         if index in partner_of:
             # the partner's item runs this stack too: the same split of rows
             row_groups = shared[partner_of[index]][0]
+        row_groups = _even_groups(blocks, row_groups)
         group_blocks = -(-blocks // row_groups)
-        row_groups = -(-blocks // group_blocks)
         item_count = 0 if index in partner_of else tiles * row_groups
         stack_rows.append(dict(
             taps=taps, phases=phase_count, rows=rows, items=item_count, columns=tile.columns,
