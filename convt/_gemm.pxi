@@ -369,7 +369,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
         call.accumulate = c_begin > 0
         if not g.layout.blas:
             in_place = input_as_operand(g, stack, x_image, c_begin, c_end, lead, tile, operand)
-            if in_place != NULL:  # identity stacks, never transposed (convt._plan._transposed)
+            if in_place != NULL:  # identity stacks: never transposed (convt._plan.gemm_plan)
                 call.offsets = g.x_channel_offsets
                 multiply_tile(g, stack, &call, weights, in_place, True, tile, product, panel_buffer)
             else:

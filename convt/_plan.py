@@ -668,7 +668,7 @@ def operator_axis_groups(geometry, transpose):
     return [[group] for group in groups], False
 
 
-def _transposed(rows, phases, identity, exact, blocking):
+def _transposed(rows, phases, exact, blocking):
     """Whether a product-path stack runs the transposed kernels (gemm_t): rows in
     whole vectors (NR / 2 lanes), at least NR of them, of one phase (every Conv
     stack; ConvTranspose's stride-1 axes), read from a tile buffer.  (Residue
@@ -676,15 +676,19 @@ def _transposed(rows, phases, identity, exact, blocking):
 
     Measured on Zen 3 (AVX2), 1 thread, in separate processes against the
     standard orientation: Conv 3x3 layers 4-8% faster, 1-D k7 2%, batch-8 3x3
-    ConvTranspose 0-3%.  Stacks of several phases (k16s8 vocoders, FCN heads,
-    float64 k4s2) lost 3-7%, and
-    stacks reading x in place (k2s2 decoders, 1x1 Conv) up to 37% where
-    channels lie a multiple of 4 KiB apart: the broadcasts of one position
-    from every channel then share an L1 set, where gemm_pack's panel copy
-    keeps them contiguous.
+    ConvTranspose 0-3%; stacks of several phases (k16s8 vocoders, FCN heads,
+    float64 k4s2) lost 3-7%.  One-phase stacks that could read x in place (1x1
+    layers) copy their tile too, one run of whole rows per channel
+    (fill_buffer): gemm_t reading x in place broadcasts one position of every
+    channel, and where channels lie a multiple of 4 KiB apart those share an
+    L1 set (up to 37% slower); the standard kernels' in-place panel copy reads
+    one channel per step, a page apart on large images, and waits on memory.
+    On Zen 3 (separate processes) the copy and gemm_t ran a 1x1 Conv (256 ->
+    64 on 56x56) 1.27x faster than in place at 1 thread, 1.25x at 2, its
+    batch-4 twin 1.16-1.27x, and 28x28 or 7x7 images within 2%.
     """
     lanes = blocking.nr // 2
-    return (blocking.transposed and not exact and not identity and phases == 1
+    return (blocking.transposed and not exact and phases == 1
             and lanes > 0 and rows % lanes == 0 and rows >= blocking.nr)
 
 
@@ -738,15 +742,18 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
                     and _stores_pairs(blocking, chunk_s, cg)):
                 chunk, tile = chunk_s, tile_s
                 row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
+        # residue pairs share their row blocks (one item scatters both products)
+        in_pair = index in partner or index in partner_of
+        # stacks of one phase copy even a tile they could read in place, to run
+        # gemm_t (see _transposed)
+        transposed = not in_pair and _transposed(rows, phase_count, exact, blocking)
         identity = (
-            taps == 1
+            not transposed
+            and taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
             and tuple(extents) == geometry.input_shape
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
         )
-        # residue pairs share their row blocks (one item scatters both products)
-        in_pair = index in partner or index in partner_of
-        transposed = not in_pair and _transposed(rows, phase_count, identity, exact, blocking)
         if transposed:
             block = panel  # gemm_t blocks: one or two vectors of rows
         # product rows held per column: transposed stacks keep both orientations

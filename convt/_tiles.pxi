@@ -138,6 +138,23 @@ cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_s
         q0 = q0 + positions
 
 
+cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssize_t y_origin,
+                                   Py_ssize_t x_origin, const Py_ssize_t* residues,
+                                   bint single, bint channels_last) noexcept nogil:
+    """Whether a buffer plane's rows are consecutive whole rows of x, all inside
+    the input, in x's contiguous rows of the accumulation type: then a channel's
+    plane is one contiguous run of x (1x1 and 1-row-tap layers without padding)."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t in_size = g.axes[last].in_size
+    if (not single or channels_last or x_origin != 0 or g.axes[last].decimation != 1
+            or residues[last] != 0 or stack.row_stride != in_size
+            or g.ops.x_strides[2 + last] != 1):
+        return False
+    return (last >= 1 and g.axes[last - 1].decimation == 1 and g.ops.x_strides[1 + last] == in_size
+            and y_origin + residues[last - 1] >= 0
+            and y_origin + residues[last - 1] + stack.buffer_rows <= g.axes[last - 1].in_size)
+
+
 cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
                       const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
                       const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
@@ -191,6 +208,16 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                 inside = False
                 break
             offset = offset + index * g.ops.x_strides[2 + a]
+        if inside and whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst == NULL,
+                                        channels_last):
+            # the plane's rows are consecutive whole rows of x: one run per channel
+            row = element(x_image, offset + (y_origin + residues[last - 1])
+                          * g.ops.x_strides[1 + last], storage)
+            for channel in range(channels):
+                load_run(&g.storage, dst + channel * stack.buffer_channel,
+                         element(row, channel * channel_step, storage), 1,
+                         stack.buffer_rows * row_stride)
+            continue
         for r in range(stack.buffer_rows if inside else 0):
             row_index = 0
             if last >= 1:
@@ -289,8 +316,9 @@ cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const 
                                    Py_ssize_t c_begin, Py_ssize_t c_end,
                                    const Py_ssize_t* lead, TileSpan tile,
                                    const acc_t* like) noexcept nogil:
-    """x itself as a tile's operand, or NULL: a one-tap, zero-offset stack (1x1 layers,
-    the phases of k2s2) over whole rows of an x of the accumulation type whose rows
+    """x itself as a tile's operand, or NULL: a one-tap, zero-offset stack that does
+    not run gemm_t (the phases of k2s2; 1x1 layers whose rows are no whole vectors)
+    over whole rows of an x of the accumulation type whose rows
     are contiguous reads x[c, lead, tile.y + r, q] at the buffer's place r * row_stride
     + q, the channels g.x_channel_offsets apart; no copy.  The last panel may read up
     to a panel past the tile: that must stay inside x."""

@@ -72,14 +72,31 @@ def test_transposed_products_equal_the_standard_orientation(name, dtype, kernel_
 
 @pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
 def test_stacks_off_the_rule_keep_the_standard_orientation(kernel_set, monkeypatch):
-    """Rows not in whole vectors, several phases, or x read in place (1x1)."""
+    """Rows not in whole vectors or several phases (k4s2; k2s2, read in place)."""
     monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
     monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
     x = np.ones((1, 8, 12, 12), np.float32)
     assert _transposed_stacks(Conv(pads=(1,) * 4), x, np.ones((20, 8, 3, 3), np.float32)) == 0
-    assert _transposed_stacks(Conv(), x, np.ones((32, 8, 1, 1), np.float32)) == 0
     k4s2 = ConvTranspose(strides=(2, 2), pads=(1,) * 4)
     assert _transposed_stacks(k4s2, x, np.ones((8, 16, 4, 4), np.float32)) == 0
+    k2s2 = ConvTranspose(strides=(2, 2))
+    w = np.ones((8, 16, 2, 2), np.float32)
+    assert _transposed_stacks(k2s2, x, w) == 0
+    assert convt.explain(k2s2, x, w).plan.stacks["identity"].all()
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+def test_pointwise_layers_copy_their_tiles_for_gemm_t(kernel_set, monkeypatch):
+    """A 1x1 Conv whose rows are whole vectors copies its tiles rather than read x
+    in place (a strided walk over the channels), and runs gemm_t."""
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((32, 8, 1, 1)).astype(np.float32)
+    assert _transposed_stacks(Conv(), x, w) == 1
+    assert not convt.explain(Conv(), x, w).plan.stacks["identity"].any()
+    assert_conv_matches_reference(Conv().apply(x, w), x, w)
 
 
 @pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
