@@ -338,6 +338,19 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
 
 # How much larger than the gathered taps a window may be and still be chosen.
 WINDOW_MAX_EXCESS = 2
+# One-tap, zero-offset stacks (1x1 layers, k2s2 phases) read x in place, with
+# no tile copy, only while x's channel planes are closer than this: the first
+# row block's panel copy reads one position run of every channel in turn, and
+# from a page apart each step of it touches a new page and waits on memory
+# (64 KiB apart, as in a 128x128 image, every channel also falls in the same L1
+# and L2 sets).  Farther apart, tiles are copied as usual, one run of whole
+# rows per channel.  On Zen 3 (1 thread, separate processes), copying ran
+# k2s2 ConvTranspose 1.13-1.16x (128 -> 64 on 128x128; 1.10-1.13x at 2
+# threads), 1.22x (64 -> 32 on 256x256) and 1.01-1.07x (3-D, 32^3) faster, and
+# a 1x1 Conv (256 -> 64 on 56x56, then gemm_t) 1.27x at 1 thread, 1.25x at 2,
+# its batch-4 twin 1.16-1.27x; on 16x16 (1 KiB planes) reading in place was
+# 2-5% faster, on 28x28 and 7x7 the two were within 2%.
+IN_PLACE_MAX_CHANNEL_BYTES = 4096
 # Idle share of the cores (see _balanced_items) above which a single stack's
 # items are re-cut: 17 items on 2 cores leave 5.9% idle, 33 items 3.0%.
 BALANCE_TOLERANCE = 0.03
@@ -668,7 +681,7 @@ def operator_axis_groups(geometry, transpose):
     return [[group] for group in groups], False
 
 
-def _transposed(rows, phases, exact, blocking):
+def _transposed(rows, phases, identity, exact, blocking):
     """Whether a product-path stack runs the transposed kernels (gemm_t): rows in
     whole vectors (NR / 2 lanes), at least NR of them, of one phase (every Conv
     stack; ConvTranspose's stride-1 axes), read from a tile buffer.  (Residue
@@ -677,18 +690,13 @@ def _transposed(rows, phases, exact, blocking):
     Measured on Zen 3 (AVX2), 1 thread, in separate processes against the
     standard orientation: Conv 3x3 layers 4-8% faster, 1-D k7 2%, batch-8 3x3
     ConvTranspose 0-3%; stacks of several phases (k16s8 vocoders, FCN heads,
-    float64 k4s2) lost 3-7%.  One-phase stacks that could read x in place (1x1
-    layers) copy their tile too, one run of whole rows per channel
-    (fill_buffer): gemm_t reading x in place broadcasts one position of every
-    channel, and where channels lie a multiple of 4 KiB apart those share an
-    L1 set (up to 37% slower); the standard kernels' in-place panel copy reads
-    one channel per step, a page apart on large images, and waits on memory.
-    On Zen 3 (separate processes) the copy and gemm_t ran a 1x1 Conv (256 ->
-    64 on 56x56) 1.27x faster than in place at 1 thread, 1.25x at 2, its
-    batch-4 twin 1.16-1.27x, and 28x28 or 7x7 images within 2%.
+    float64 k4s2) lost 3-7%, and stacks reading x in place (identity stacks,
+    see IN_PLACE_MAX_CHANNEL_BYTES) up to 37% where channels lie a multiple of
+    4 KiB apart: the broadcasts of one position from every channel then share
+    an L1 set, where gemm_pack's panel copy keeps them contiguous.
     """
     lanes = blocking.nr // 2
-    return (blocking.transposed and not exact and phases == 1
+    return (blocking.transposed and not exact and not identity and phases == 1
             and lanes > 0 and rows % lanes == 0 and rows >= blocking.nr)
 
 
@@ -742,18 +750,18 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
                     and _stores_pairs(blocking, chunk_s, cg)):
                 chunk, tile = chunk_s, tile_s
                 row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
-        # residue pairs share their row blocks (one item scatters both products)
-        in_pair = index in partner or index in partner_of
-        # stacks of one phase copy even a tile they could read in place, to run
-        # gemm_t (see _transposed)
-        transposed = not in_pair and _transposed(rows, phase_count, exact, blocking)
         identity = (
-            not transposed
-            and taps == 1
+            taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
             and tuple(extents) == geometry.input_shape
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
+            # BLAS packs its operands itself: x is its im2col
+            and (not row_block
+                 or math.prod(geometry.input_shape) * blocking.itemsize < IN_PLACE_MAX_CHANNEL_BYTES)
         )
+        # residue pairs share their row blocks (one item scatters both products)
+        in_pair = index in partner or index in partner_of
+        transposed = not in_pair and _transposed(rows, phase_count, identity, exact, blocking)
         if transposed:
             block = panel  # gemm_t blocks: one or two vectors of rows
         # product rows held per column: transposed stacks keep both orientations

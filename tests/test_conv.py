@@ -504,18 +504,20 @@ def test_stride_2_tiles_fill_both_residues_in_one_pass(dtype, width, pads):
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("case", ["contiguous", "sliced rows", "3-D", "two K chunks"])
 def test_pointwise_tiles_copy_whole_rows_per_channel(dtype, case):
-    # a 1x1 Conv copies each channel's tile rows as one run when they are whole,
-    # consecutive rows of x (tiles of 4 of the 16 rows here), else row by row
+    # a 1x1 Conv over channel planes a page or more apart copies each channel's
+    # tile rows as one run when they are whole, consecutive rows of x (tiles of
+    # some of the 40 rows here), else row by row
     rng = np.random.default_rng(len(case))
-    shape = {"contiguous": (2, 8, 16, 12), "sliced rows": (2, 8, 16, 14),
-             "3-D": (1, 8, 3, 16, 12), "two K chunks": (1, 200, 8, 12)}[case]
+    shape = {"contiguous": (2, 8, 40, 36), "sliced rows": (2, 8, 40, 38),
+             "3-D": (1, 8, 3, 40, 36), "two K chunks": (1, 200, 40, 36)}[case]
     x = rng.standard_normal(shape).astype(dtype)
     if case == "sliced rows":
-        x = x[..., 1:13]  # rows 12 long, 14 apart
+        x = x[..., 1:37]  # rows 36 long, 38 apart
     w = rng.standard_normal((16, shape[1]) + (1,) * (x.ndim - 2)).astype(dtype)
     b = rng.standard_normal(16).astype(dtype)
     layer = Conv()
     report = explain(layer, x, w)
-    assert report.decision.engine == "gemm"
+    assert report.decision.engine == "gemm" and report.plan.stacks["row_tiles"][0] > 1
+    assert not report.plan.stacks["identity"].any()
     y = layer.apply(x, w, b)
     assert_conv_matches_reference(y, x, w, b)

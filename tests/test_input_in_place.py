@@ -1,6 +1,7 @@
 """One-tap stacks (1x1 layers, the phases of k2s2) read x in place as the GEMM operand
-(convt._gemm.input_as_operand): the same sums as through the tile buffer, and never a
-read past the end of x."""
+(convt._gemm.input_as_operand) while its channel planes are less than a page apart: the
+same sums as through the tile buffer, and never a read past the end of x.  Farther
+apart they copy their tiles, one run of whole rows per channel: the same sums again."""
 
 import ctypes
 import mmap
@@ -9,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from convt import Conv, ConvTranspose
+from convt import Conv, ConvTranspose, _engine, _plan, explain
 
 LAYERS = {
     "conv_1x1": (Conv, (2, 24, 7, 9), (16, 24, 1, 1), {}),
@@ -60,3 +61,32 @@ def test_no_read_past_the_end_of_x(name):
         del x
     finally:
         libc.mprotect(base + pages * page, page, 3)  # PROT_READ | PROT_WRITE
+
+
+LARGE_PLANES = {
+    "conv_1x1": (Conv, (2, 24, 40, 36), (16, 24, 1, 1), {}),
+    "k2s2": (ConvTranspose, (1, 20, 36, 40), (20, 12, 2, 2), dict(strides=(2, 2))),
+    "k1x2x2": (ConvTranspose, (1, 16, 2, 40, 36), (16, 8, 1, 2, 2), dict(strides=(1, 2, 2))),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(LARGE_PLANES))
+def test_planes_a_page_apart_are_copied_with_the_same_sums(name, dtype, monkeypatch):
+    operator, x_shape, w_shape, params = LARGE_PLANES[name]
+    rng = np.random.default_rng(len(name))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    layer = operator(**params)
+    assert np.prod(x_shape[2:]) * x.itemsize >= _plan.IN_PLACE_MAX_CHANNEL_BYTES
+    assert not explain(layer, x, w).plan.stacks["identity"].any()
+    copied = layer.apply(x, w)
+    monkeypatch.setattr(_plan, "IN_PLACE_MAX_CHANNEL_BYTES", 1 << 40)
+    _plan.gemm_plan.cache_clear()
+    _engine._execution.cache_clear()
+    try:
+        assert explain(layer, x, w).plan.stacks["identity"].all()
+        np.testing.assert_array_equal(layer.apply(x, w), copied)
+    finally:
+        _plan.gemm_plan.cache_clear()
+        _engine._execution.cache_clear()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt import Conv, ConvTranspose, _dispatch
+from convt import Conv, ConvTranspose, _dispatch, _plan
 
 from _conv_helpers import assert_conv_matches_reference
 from _helpers import assert_matches_reference
@@ -86,17 +86,20 @@ def test_stacks_off_the_rule_keep_the_standard_orientation(kernel_set, monkeypat
 
 
 @pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
-def test_pointwise_layers_copy_their_tiles_for_gemm_t(kernel_set, monkeypatch):
-    """A 1x1 Conv whose rows are whole vectors copies its tiles rather than read x
-    in place (a strided walk over the channels), and runs gemm_t."""
+def test_pointwise_layers_read_small_planes_in_place(kernel_set, monkeypatch):
+    """A 1x1 Conv reads x in place (standard orientation) while its channel planes
+    are closer than IN_PLACE_MAX_CHANNEL_BYTES, else copies its tiles and, rows
+    in whole vectors, runs gemm_t."""
     monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
     monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
     w = rng.standard_normal((32, 8, 1, 1)).astype(np.float32)
-    assert _transposed_stacks(Conv(), x, w) == 1
-    assert not convt.explain(Conv(), x, w).plan.stacks["identity"].any()
-    assert_conv_matches_reference(Conv().apply(x, w), x, w)
+    for side, in_place in ((12, True), (32, False)):
+        x = rng.standard_normal((1, 8, side, side)).astype(np.float32)
+        assert (side * side * 4 < _plan.IN_PLACE_MAX_CHANNEL_BYTES) == in_place
+        assert _transposed_stacks(Conv(), x, w) == (0 if in_place else 1)
+        assert convt.explain(Conv(), x, w).plan.stacks["identity"].all() == in_place
+        assert_conv_matches_reference(Conv().apply(x, w), x, w)
 
 
 @pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
