@@ -140,13 +140,15 @@ cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_s
 
 cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssize_t y_origin,
                                    Py_ssize_t x_origin, const Py_ssize_t* residues,
-                                   bint single, bint channels_last) noexcept nogil:
-    """Whether a buffer plane's rows are consecutive whole rows of x, all inside
-    the input, in x's contiguous rows of the accumulation type: then a channel's
-    plane is one contiguous run of x (1x1 and 1-row-tap layers without padding)."""
+                                   bint paired, bint channels_last) noexcept nogil:
+    """Whether a buffer plane's rows are consecutive whole rows of x, all inside the
+    input, and x's rows lie end to end: then each channel's plane is one contiguous
+    run of x (1x1 layers, kernels of one column, with no padding along the last
+    axis; any storage type, load_run widens it).  Not for ``paired`` planes (two
+    residues filled at once) or channels-last x."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t in_size = g.axes[last].in_size
-    if (not single or channels_last or x_origin != 0 or g.axes[last].decimation != 1
+    if (paired or channels_last or x_origin != 0 or g.axes[last].decimation != 1
             or residues[last] != 0 or stack.row_stride != in_size
             or g.ops.x_strides[2 + last] != 1):
         return False
@@ -208,7 +210,7 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                 inside = False
                 break
             offset = offset + index * g.ops.x_strides[2 + a]
-        if inside and whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst == NULL,
+        if inside and whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst != NULL,
                                         channels_last):
             # the plane's rows are consecutive whole rows of x: one run per channel
             row = element(x_image, offset + (y_origin + residues[last - 1])
@@ -316,9 +318,10 @@ cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const 
                                    Py_ssize_t c_begin, Py_ssize_t c_end,
                                    const Py_ssize_t* lead, TileSpan tile,
                                    const acc_t* like) noexcept nogil:
-    """x itself as a tile's operand, or NULL: a one-tap, zero-offset stack that does
-    not run gemm_t (the phases of k2s2; 1x1 layers whose rows are no whole vectors)
-    over whole rows of an x of the accumulation type whose rows
+    """x itself as a tile's operand, or NULL: a one-tap, zero-offset stack (1x1 layers,
+    the phases of k2s2) whose channel planes lie less than a page apart (identity
+    stacks, see convt._plan.IN_PLACE_MAX_CHANNEL_BYTES), over whole rows of an x of
+    the accumulation type whose rows
     are contiguous reads x[c, lead, tile.y + r, q] at the buffer's place r * row_stride
     + q, the channels g.x_channel_offsets apart; no copy.  The last panel may read up
     to a panel past the tile: that must stay inside x."""
