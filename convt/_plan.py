@@ -348,8 +348,9 @@ WINDOW_MAX_EXCESS = 2
 # k2s2 ConvTranspose 1.13-1.16x (128 -> 64 on 128x128; 1.10-1.13x at 2
 # threads), 1.22x (64 -> 32 on 256x256) and 1.01-1.07x (3-D, 32^3) faster, and
 # a 1x1 Conv (256 -> 64 on 56x56, then gemm_t) 1.27x at 1 thread, 1.25x at 2,
-# its batch-4 twin 1.16-1.27x; on 16x16 (1 KiB planes) reading in place was
-# 2-5% faster, on 28x28 and 7x7 the two were within 2%.
+# its batch-4 twin 1.16-1.27x; at the threshold (32x32, 4 KiB planes) and on
+# 48x48 the copy was 1.03-1.09x faster (k2s2 and 1x1); on 16x16 (1 KiB planes)
+# reading in place was 2-5% faster, on 28x28 and 7x7 the two were within 2%.
 IN_PLACE_MAX_CHANNEL_BYTES = 4096
 # Idle share of the cores (see _balanced_items) above which a single stack's
 # items are re-cut: 17 items on 2 cores leave 5.9% idle, 33 items 3.0%.
