@@ -138,6 +138,17 @@ cdef void fill_row_channels_last(const Gemm* g, acc_t* dst, Py_ssize_t channel_s
         q0 = q0 + positions
 
 
+cdef inline void zero_planes(acc_t* dst, acc_t* odd_dst, Py_ssize_t channel_step,
+                             Py_ssize_t channels, Py_ssize_t start, Py_ssize_t count) noexcept nogil:
+    """Zero ``count`` elements from ``start`` in each channel's plane of ``dst``, and of
+    ``odd_dst`` when it is not NULL (a residue-1 plane filled in the same pass)."""
+    cdef Py_ssize_t channel
+    for channel in range(channels):
+        memset(dst + channel * channel_step + start, 0, count * sizeof(acc_t))
+        if odd_dst != NULL:
+            memset(odd_dst + channel * channel_step + start, 0, count * sizeof(acc_t))
+
+
 cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssize_t y_origin,
                                    Py_ssize_t x_origin, const Py_ssize_t* residues,
                                    bint paired, bint channels_last) noexcept nogil:
@@ -225,12 +236,8 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
             if last >= 1:
                 row_index = (y_origin + r) * g.axes[last - 1].decimation + residues[last - 1]
                 if row_index < 0 or row_index >= g.axes[last - 1].in_size:
-                    for channel in range(channels):
-                        memset(dst + channel * stack.buffer_channel + r * row_stride, 0,
-                               row_stride * sizeof(acc_t))
-                        if odd_dst != NULL:
-                            memset(odd_dst + channel * stack.buffer_channel + r * row_stride, 0,
-                                   row_stride * sizeof(acc_t))
+                    zero_planes(dst, odd_dst, stack.buffer_channel, channels, r * row_stride,
+                                row_stride)
                     continue
             row = element(x_image, offset + row_index * g.ops.x_strides[1 + last], storage)
             if channels_last:
@@ -248,11 +255,7 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                              row_stride, x_origin, element(row, channel * channel_step, storage),
                              residues[last])
         if not inside:
-            for channel in range(channels):
-                memset(dst + channel * stack.buffer_channel, 0, plane_size * sizeof(acc_t))
-                if odd_dst != NULL:
-                    memset(odd_dst + channel * stack.buffer_channel, 0,
-                           plane_size * sizeof(acc_t))
+            zero_planes(dst, odd_dst, stack.buffer_channel, channels, 0, plane_size)
     # the last panel of the last channel may read up to one panel past the data
     memset(buffer + channels * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
