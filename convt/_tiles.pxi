@@ -149,17 +149,56 @@ cdef inline void zero_planes(acc_t* dst, acc_t* odd_dst, Py_ssize_t channel_step
             memset(odd_dst + channel * channel_step + start, 0, count * sizeof(acc_t))
 
 
+cdef inline Py_ssize_t input_row(const Gemm* g, Py_ssize_t grid_row,
+                                 const Py_ssize_t* residues) noexcept nogil:
+    """The input row (index on axis ndim - 2) that a buffer row at ``grid_row`` reads,
+    or -1 where it lies outside x (a row of zeros); 0 for 1-D input."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t index
+    if last < 1:
+        return 0
+    index = grid_row * g.axes[last - 1].decimation + residues[last - 1]
+    return index if 0 <= index < g.axes[last - 1].in_size else -1
+
+
+cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, acc_t* odd_dst,
+                            const char* x_plane, Py_ssize_t y_origin, Py_ssize_t x_origin,
+                            const Py_ssize_t* residues) noexcept nogil:
+    """One channel's rows of a buffer plane (and of its residue-1 sibling when
+    ``odd_dst`` is not NULL), from x_plane (the channel's plane at the plane's
+    leading coordinates).  One channel at a time keeps the reads one stream the
+    hardware prefetchers follow; rows across channels read a plane apart each time
+    (vnet3d_k3s2: the copy 24% -> 13% of the call, batch2d_k3s1 7.7% -> 3.8%)."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t row_stride = stack.row_stride
+    cdef Py_ssize_t r, row_index
+    cdef const char* row
+    for r in range(stack.buffer_rows):
+        row_index = input_row(g, y_origin + r, residues)
+        if row_index < 0:
+            zero_run(dst + r * row_stride, row_stride)
+            if odd_dst != NULL:
+                zero_run(odd_dst + r * row_stride, row_stride)
+            continue
+        row = element(x_plane, row_index * g.ops.x_strides[1 + last], g.storage.type)
+        if odd_dst != NULL:
+            fill_run_pair(g, dst + r * row_stride, odd_dst + r * row_stride, row_stride,
+                          x_origin, <const acc_t*>row)
+        else:
+            fill_run(g, dst + r * row_stride, row_stride, x_origin, row, residues[last])
+
+
 cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssize_t y_origin,
                                    Py_ssize_t x_origin, const Py_ssize_t* residues,
-                                   bint paired, bint channels_last) noexcept nogil:
+                                   bint paired) noexcept nogil:
     """Whether a buffer plane's rows are consecutive whole rows of x, all inside the
     input, and x's rows lie end to end: then each channel's plane is one contiguous
     run of x (1x1 layers, kernels of one column, with no padding along the last
     axis; any storage type, load_run widens it).  Not for ``paired`` planes (two
-    residues filled at once) or channels-last x."""
+    residues filled at once); x is channels-first."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t in_size = g.axes[last].in_size
-    if (paired or channels_last or x_origin != 0 or g.axes[last].decimation != 1
+    if (paired or x_origin != 0 or g.axes[last].decimation != 1
             or residues[last] != 0 or stack.row_stride != in_size
             or g.ops.x_strides[2 + last] != 1):
         return False
@@ -221,8 +260,21 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                 inside = False
                 break
             offset = offset + index * g.ops.x_strides[2 + a]
-        if inside and whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst != NULL,
-                                        channels_last):
+        if not inside:
+            zero_planes(dst, odd_dst, stack.buffer_channel, channels, 0, plane_size)
+        elif channels_last:
+            for r in range(stack.buffer_rows):
+                row_index = input_row(g, y_origin + r, residues)
+                if row_index < 0:
+                    zero_planes(dst, odd_dst, stack.buffer_channel, channels, r * row_stride,
+                                row_stride)
+                    continue
+                fill_row_channels_last(g, dst + r * row_stride, stack.buffer_channel, channels,
+                                       row_stride, x_origin,
+                                       element(x_image, offset + row_index
+                                               * g.ops.x_strides[1 + last], storage),
+                                       residues[last])
+        elif whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst != NULL):
             # the plane's rows are consecutive whole rows of x: one run per channel
             row = element(x_image, offset + (y_origin + residues[last - 1])
                           * g.ops.x_strides[1 + last], storage)
@@ -230,32 +282,13 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                 load_run(&g.storage, dst + channel * stack.buffer_channel,
                          element(row, channel * channel_step, storage), 1,
                          stack.buffer_rows * row_stride)
-            continue
-        for r in range(stack.buffer_rows if inside else 0):
-            row_index = 0
-            if last >= 1:
-                row_index = (y_origin + r) * g.axes[last - 1].decimation + residues[last - 1]
-                if row_index < 0 or row_index >= g.axes[last - 1].in_size:
-                    zero_planes(dst, odd_dst, stack.buffer_channel, channels, r * row_stride,
-                                row_stride)
-                    continue
-            row = element(x_image, offset + row_index * g.ops.x_strides[1 + last], storage)
-            if channels_last:
-                fill_row_channels_last(g, dst + r * row_stride, stack.buffer_channel, channels,
-                                       row_stride, x_origin, row, residues[last])
-            elif odd_dst != NULL:
-                for channel in range(channels):
-                    fill_run_pair(g, dst + channel * stack.buffer_channel + r * row_stride,
-                                  odd_dst + channel * stack.buffer_channel + r * row_stride,
-                                  row_stride, x_origin,
-                                  <const acc_t*>element(row, channel * channel_step, storage))
-            else:
-                for channel in range(channels):
-                    fill_run(g, dst + channel * stack.buffer_channel + r * row_stride,
-                             row_stride, x_origin, element(row, channel * channel_step, storage),
-                             residues[last])
-        if not inside:
-            zero_planes(dst, odd_dst, stack.buffer_channel, channels, 0, plane_size)
+        else:
+            for channel in range(channels):
+                fill_channel_rows(g, stack, dst + channel * stack.buffer_channel,
+                                  odd_dst + channel * stack.buffer_channel
+                                  if odd_dst != NULL else NULL,
+                                  element(x_image, offset + channel * channel_step, storage),
+                                  y_origin, x_origin, residues)
     # the last panel of the last channel may read up to one panel past the data
     memset(buffer + channels * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
