@@ -522,8 +522,13 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, bl
     if not panel or tile.gather or tile.columns <= max_columns or max_columns < 4 * panel:
         return tile
     if tile.rows > 1 and max_columns >= tile.cols + panel:
-        smaller = _resized(tile, max(1, (max_columns - tile.cols) // tile.row_stride + 1),
-                           tile.cols, reach, chunk, taps, blocking)
+        # the most rows that fit, equalised over the row tiles they make: 56 rows
+        # in tiles of at most 35 are two of 28, not 35 and 21, which left a
+        # thread idle for a quarter of a batched 3x3 layer's last round
+        fitting = max(1, (max_columns - tile.cols) // tile.row_stride + 1)
+        grid_rows = extents[-2] if len(extents) >= 2 else 1
+        smaller = _resized(tile, -(-grid_rows // -(-grid_rows // fitting)), tile.cols, reach,
+                           chunk, taps, blocking)
     else:
         smaller = _resized(tile, 1, min(tile.cols, max_columns), reach, chunk, taps, blocking)
     if smaller.columns > max_columns:

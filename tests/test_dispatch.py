@@ -333,6 +333,32 @@ def test_long_rows_are_cut_into_tiles_whose_product_fits_rather_than_row_groups(
         assert plan.stacks["row_groups"].max() > 1
 
 
+@pytest.mark.parametrize("x_shape, w_shape, layer", [
+    ((8, 64, 56, 56), (64, 64, 3, 3), "ConvTranspose"),
+    ((1, 32, 64, 64, 64), (32, 32, 3, 3, 3), "Conv"),
+])
+def test_tiles_cut_to_fit_the_product_have_equal_rows(monkeypatch, x_shape, w_shape, layer):
+    """Rows cut to fit the product budget are shared evenly by the row tiles: one
+    short tile per plane or image (56 rows as 35 + 21, 64 as 62 + 2) made the
+    items unequal, and a thread idle while the other finished a long one."""
+    import convt
+    params = dict(pads=(1,) * (2 * (len(x_shape) - 2)))
+    monkeypatch.setattr(_dispatch.os, "cpu_count", lambda: 2)
+    # the product budget for a whole plane (tile rows x channels, or twice that for
+    # the transposed kernels), then one a third of it: rows are cut either way
+    product = 2 * x_shape[-2] * x_shape[-1] * w_shape[0] * 4
+    monkeypatch.setattr(_dispatch, "PRODUCT_BYTES", product // 3)
+    for kernel_set in _dispatch.available_kernel_sets():
+        if kernel_set == "blas":
+            continue
+        monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+        stack = convt.explain(getattr(convt, layer)(**params), x_shape, w_shape).plan.stacks[0]
+        grid_rows = x_shape[-2]
+        assert stack["tile_rows"] < grid_rows, kernel_set  # the budget did cut them
+        tiles = -(-grid_rows // stack["tile_rows"])
+        assert stack["tile_rows"] == -(-grid_rows // tiles), (kernel_set, stack["tile_rows"])
+
+
 @pytest.mark.parametrize("cg, limit, chunk", [(64, 18, 16), (19, 18, 10), (256, 85, 64),
                                               (12, 18, 12), (7, 1, 1), (512, 74, 74)])
 def test_k_chunks_are_equal(cg, limit, chunk):
