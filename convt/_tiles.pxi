@@ -207,19 +207,12 @@ cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssi
             and y_origin + residues[last - 1] + stack.buffer_rows <= g.axes[last - 1].in_size)
 
 
-cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+cdef void fill_planes(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
                       const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
-                      const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
-    """Copy the input a tile reads, once, into a zero-padded buffer.
-
-    Buffer axes: per input channel, one plane per decimated input residue
-    (Conv's strides; one plane otherwise), then each leading axis spans its
-    taps (span + 1 planes), axis ndim - 2 the tile's rows and their taps
-    (buffer_rows), the last axis a row of row_stride (columns plus taps).
-    Tap j of product column q is buffer[q + buffer_offsets[j]].  Grid
-    coordinates u read input index ``decimation * u + residue`` per axis.
-    Channels-last input is copied position by position, all channels at once.
-    """
+                      bint channels_last, const Py_ssize_t* lead, TileSpan tile,
+                      acc_t* buffer) noexcept nogil:
+    """fill_buffer's planes for channels [c_begin, c_end) into ``buffer`` (channel
+    c_begin's planes first)."""
     cdef int last = g.problem.ndim - 1
     cdef int storage = g.storage.type
     cdef Py_ssize_t row_stride = stack.row_stride
@@ -228,8 +221,6 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef Py_ssize_t y_origin = tile.y - (axes[last - 1].span if last >= 1 else 0)
     cdef Py_ssize_t channels = c_end - c_begin
     cdef Py_ssize_t channel_step = g.ops.x_strides[1]
-    cdef bint channels_last = (channel_step == 1 and g.ops.x_strides[2 + last] != 1
-                               and channels >= MIN_CHANNEL_RUN)
     cdef Py_ssize_t lead_planes = 1
     cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index, combos
     cdef const Py_ssize_t* residues
@@ -289,8 +280,35 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                                   if odd_dst != NULL else NULL,
                                   element(x_image, offset + channel * channel_step, storage),
                                   y_origin, x_origin, residues)
+
+
+cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                      const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                      const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
+    """Copy the input a tile reads, once, into a zero-padded buffer.
+
+    Buffer axes: per input channel, one plane per decimated input residue
+    (Conv's strides; one plane otherwise), then each leading axis spans its
+    taps (span + 1 planes), axis ndim - 2 the tile's rows and their taps
+    (buffer_rows), the last axis a row of row_stride (columns plus taps).
+    Tap j of product column q is buffer[q + buffer_offsets[j]].  Grid
+    coordinates u read input index ``decimation * u + residue`` per axis.
+    Channels-last input is copied position by position, all channels at once;
+    channel-first input one channel at a time, all its planes in turn: the
+    residue planes of a strided Conv read alternate rows of the same few
+    lines of x, which the first plane brings into L1 for the others.
+    """
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t channel
+    if (g.ops.x_strides[1] == 1 and g.ops.x_strides[2 + last] != 1
+            and c_end - c_begin >= MIN_CHANNEL_RUN):
+        fill_planes(g, stack, axes, x_image, c_begin, c_end, True, lead, tile, buffer)
+    else:
+        for channel in range(c_begin, c_end):
+            fill_planes(g, stack, axes, x_image, channel, channel + 1, False, lead, tile,
+                        buffer + (channel - c_begin) * stack.buffer_channel)
     # the last panel of the last channel may read up to one panel past the data
-    memset(buffer + channels * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+    memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
 
 cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,
