@@ -294,15 +294,18 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     Tap j of product column q is buffer[q + buffer_offsets[j]].  Grid
     coordinates u read input index ``decimation * u + residue`` per axis.
     Channels-last input is copied position by position, all channels at once;
-    channel-first input one channel at a time, all its planes in turn: the
-    residue planes of a strided Conv read alternate rows of the same few
-    lines of x, which the first plane brings into L1 for the others.
+    channel-first input of several planes one channel at a time, all its
+    planes in turn: the residue planes of a strided Conv read alternate rows
+    of the same few lines of x, which the first plane brings into L1 for the
+    others (one plane: per channel too, within fill_planes, without the
+    planes' setup per channel).
     """
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t channel
-    if (g.ops.x_strides[1] == 1 and g.ops.x_strides[2 + last] != 1
-            and c_end - c_begin >= MIN_CHANNEL_RUN):
-        fill_planes(g, stack, axes, x_image, c_begin, c_end, True, lead, tile, buffer)
+    cdef bint channels_last = (g.ops.x_strides[1] == 1 and g.ops.x_strides[2 + last] != 1
+                               and c_end - c_begin >= MIN_CHANNEL_RUN)
+    if channels_last or stack.buffer_planes == 1:
+        fill_planes(g, stack, axes, x_image, c_begin, c_end, channels_last, lead, tile, buffer)
     else:
         for channel in range(c_begin, c_end):
             fill_planes(g, stack, axes, x_image, channel, channel + 1, False, lead, tile,
