@@ -28,6 +28,7 @@ import importlib.metadata
 import importlib.util
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -389,6 +390,7 @@ def prepare(engine: str, workload: Workload, threads: int | None, reference_path
     release()
     x, w = make_inputs(workload)
     call = PREPARERS[engine](workload, x, w, threads)
+    count_convt_threads()
     reference = np.load(reference_path, mmap_mode="r") if reference_path else None
     errors = output_errors(call(), reference)
     Prepared.call = call
@@ -420,6 +422,39 @@ def release() -> None:
     gc.collect()
 
 
+class ThreadCounts:
+    """How many threads convt's calls in this worker resolved to, since the last
+    `thread_counts` task: {threads: calls}.  A call resolves its default thread
+    count at run time (the pool's contention is part of it), so only counting
+    what it resolved says which configuration ran."""
+
+    counts: dict[int, int] = {}
+    installed = False
+
+
+def count_convt_threads() -> None:
+    """Record every thread count convt resolves in this worker (once per process)."""
+    if ThreadCounts.installed or "convt" not in sys.modules:
+        return
+    from convt import _dispatch
+
+    resolve = _dispatch.resolve_threads
+
+    def counted(*args, **kwargs):
+        threads = resolve(*args, **kwargs)
+        ThreadCounts.counts[threads] = ThreadCounts.counts.get(threads, 0) + 1
+        return threads
+
+    _dispatch.resolve_threads = counted
+    ThreadCounts.installed = True
+
+
+def thread_counts() -> dict[int, int]:
+    """Worker task: {threads: calls} that convt ran since the last time this was asked."""
+    counts, ThreadCounts.counts = ThreadCounts.counts, {}
+    return counts
+
+
 def thread_pools() -> list[str]:
     """Worker task: the BLAS/OpenMP pools loaded in this process, as threadpoolctl sees them."""
     try:
@@ -446,5 +481,6 @@ TASKS: dict[str, Callable] = {
     "time_calls": time_calls,
     "release": release,
     "thread_pools": thread_pools,
+    "thread_counts": thread_counts,
     "write_reference": write_reference,
 }
