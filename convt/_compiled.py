@@ -2,6 +2,8 @@
 
 import os
 
+_kernels = None  # the extension once loaded: later calls skip the import machinery
+
 
 def load():
     """convt._kernels, or an ImportError that tells how to build it.
@@ -12,8 +14,11 @@ def load():
     >>> load().__name__
     'convt._kernels'
     """
+    global _kernels
+    if _kernels is not None:
+        return _kernels
     try:
-        from . import _kernels
+        from . import _kernels as kernels
     except ImportError as error:
         here = os.path.dirname(os.path.abspath(__file__))
         checkout = os.path.exists(os.path.join(here, "_kernels.pyx"))
@@ -29,4 +34,5 @@ def load():
         raise ImportError(
             f"convt's compiled kernels (convt._kernels) could not be imported from {here}: "
             f"{error}. {hint}") from error
+    _kernels = kernels
     return _kernels

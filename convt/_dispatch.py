@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ._compiled import load
 from ._geometry import Geometry
 
 # --- engine choice -----------------------------------------------------------
@@ -300,8 +301,6 @@ class Family:
 @functools.cache
 def families():
     """The compiled families, best last (convt/src/registry.c)."""
-    from ._compiled import load
-
     _kernels = load()
 
     return tuple(
@@ -643,8 +642,6 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
 def fma_512_speedup():
     """512-bit over 256-bit FMA throughput per FLOP on this core, measured once
     (0 without AVX-512): about 2 where 512-bit FMAs are native, 1 where split."""
-    from ._compiled import load
-
     return load().avx512_fma_speedup()
 
 
@@ -656,8 +653,6 @@ def native_512_fma():
 @functools.cache
 def l1_data_bytes():
     """Bytes of one core's L1 data cache (DEFAULT_L1_BYTES when unknown)."""
-    from ._compiled import load
-
     return load().l1_data_bytes() or DEFAULT_L1_BYTES
 
 
@@ -747,6 +742,4 @@ def resolve_threads(num_threads, work_items, multiply_adds):
 
 
 def _pool_contended(threads):
-    from ._compiled import load
-
     return load().pool_contended(threads)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _dispatch, _records, _weight_cache
+from ._compiled import load
 from ._geometry import Geometry
 from ._plan import direct_plan, gemm_plan
 
@@ -172,8 +173,6 @@ def _execution(problem, engine, kernel_set, requested, overrides, tuning):
     environ = {} if requested is None else {_dispatch.KERNEL_SET_VARIABLE: requested}
     decision = _dispatch.decide(problem, engine=engine, kernel_set=kernel_set, environ=environ,
                                 **dict(overrides))
-    from ._compiled import load
-
     _kernels = load()
 
     plan = plan_for(problem, decision)
@@ -360,10 +359,6 @@ def _poison_padding_taps(w, y, geometry):
 
 
 def _run_direct(arrays, run, threads):
-    from ._compiled import load
-
-    _kernels = load()
-
     layout = run.plan.layout[0]
     workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
     scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
@@ -382,8 +377,6 @@ def _packed_weights(arrays, run, threads, finite):
     """The weights packed for ``run`` and how many non-finite ones were packed as 0:
     remembered from an earlier call with bitwise-equal weights when there is one
     (convt._weight_cache), else packed now."""
-    from ._compiled import load
-
     dense = _weight_cache.cacheable(arrays)
     if dense is not None:
         packed = _weight_cache.lookup(run, arrays, dense, finite, threads)

@@ -11,6 +11,7 @@ validates its own attributes in its own vocabulary, resolves them to a
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import os
 from dataclasses import dataclass
@@ -73,6 +74,21 @@ class Parameters:
             if name not in valid:
                 raise TypeError(_validation.unknown_parameter_message(cls.__name__, name, valid))
         return super().__new__(cls)
+
+    # An assignment may change a parameter: the key remembered calls were found
+    # under (see _parameter_key) goes with it.
+    def __setattr__(self, name, value):
+        self.__dict__.pop(_PARAMETER_KEY, None)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        self.__dict__.pop(_PARAMETER_KEY, None)
+        object.__delattr__(self, name)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop(_PARAMETER_KEY, None)
+        return state
 
     @classmethod
     @functools.cache
@@ -215,23 +231,46 @@ def compute_conv(x, w, b, geometry, group, num_threads, data_format="NCX", out=N
 
 _CALLS = {}
 _CALLS_LIMIT = 256
+_MODULES = {}  # the engine and dispatch modules once imported: repeated calls skip the import
+
+
+def _module(name):
+    """convt._engine or convt._dispatch, imported on first use (a quick `import convt`)."""
+    module = _MODULES.get(name)
+    if module is None:
+        module = _MODULES[name] = importlib.import_module("." + name, __package__)
+    return module
+
+
+# The instance attribute a layer's parameter key is kept in while its values are
+# immutable (Parameters.__setattr__ drops it): 4 of a tiny call's 23 us.
+_PARAMETER_KEY = "_convt_parameter_key"
 
 
 def _parameter_key(layer):
     """The parameters as a hashable key that keeps types (2 and 2.0 and True differ),
     or None for values that are not plain ints, strings, None or tuples or lists of ints."""
+    state = layer.__dict__
+    key = state.get(_PARAMETER_KEY)
+    if key is not None:
+        return key
     parts = [type(layer)]
+    lists = False
     for name in layer._param_names():
         value = getattr(layer, name)
         kind = type(value)
         if kind is tuple or kind is list:
             if not all(type(item) is int for item in value):
                 return None
+            lists = lists or kind is list
             value = tuple(value)  # a list's current items: an edit in place makes a new key
         elif kind is not int and kind is not str and value is not None:
             return None
         parts.append((kind, value))
-    return tuple(parts)
+    key = tuple(parts)
+    if not lists:  # a list may change in place, unseen: its key is made every call
+        state[_PARAMETER_KEY] = key
+    return key
 
 
 def _operand_key(array):
@@ -247,8 +286,7 @@ def call_key(layer, x, w, b, out):
     parameters = _parameter_key(layer)
     if parameters is None:
         return None
-    from . import _dispatch  # the environment and tuning the plans depend on
-
+    _dispatch = _module("_dispatch")  # the environment and tuning the plans depend on
     try:
         return (parameters, _operand_key(x), _operand_key(w), _operand_key(b), out is None,
                 os.environ.get(_dispatch.KERNEL_SET_VARIABLE), _dispatch.tuning())
@@ -304,19 +342,16 @@ class RememberedCall:
 
     def run(self, x, w, b, y):
         """Fill ``y`` (the output array) from the operands, in the user's layouts."""
-        from . import _engine
-
-        _engine.execute(self.call, _layouts.data_view(x, self.data_format),
-                        self.filter_view(w, self.filter_format), b,
-                        _layouts.data_view(y, self.data_format), self.num_threads)
+        _module("_engine").execute(self.call, _layouts.data_view(x, self.data_format),
+                                   self.filter_view(w, self.filter_format), b,
+                                   _layouts.data_view(y, self.data_format), self.num_threads)
         return y
 
 
 def apply(layer, x, w, b, out):
     """``layer.apply(x, w, b, out=out)`` for ConvTranspose and Conv: validated, planned
     and remembered on the first call of a key, only run on the next ones."""
-    from . import _engine
-
+    _engine = _module("_engine")
     key = call_key(layer, x, w, b, out)
     remembered = _CALLS.get(key) if key is not None else None
     if remembered is not None:

@@ -25,6 +25,8 @@ import os
 import threading
 from collections import OrderedDict
 
+from ._compiled import load
+
 BUDGET_VARIABLE = "CONVT_WEIGHT_CACHE_MIB"
 DEFAULT_BUDGET_MIB = 128
 # Sets of weights remembered per plan: layers of one shape in one model (the
@@ -67,8 +69,6 @@ def lookup(run, arrays, w, finite, threads=1):
     """The packed weights of an earlier call of ``run`` with bitwise-equal weights ``w``
     (``cacheable(arrays)``), or None (large weights are compared by up to ``threads``
     threads)."""
-    from ._compiled import load
-
     key = _key(run, arrays, finite)
     with _lock:
         entries = list(_plans.get(key, ()))

@@ -13,9 +13,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def test_a_missing_extension_says_how_to_build_it(monkeypatch):
     # None in sys.modules makes the import fail as an unbuilt checkout's does (and the
-    # package attribute, set by an earlier import, must go too)
+    # package attribute and load()'s own reference, set by an earlier import, must go too)
     monkeypatch.setitem(sys.modules, "convt._kernels", None)
     monkeypatch.delattr(convt, "_kernels", raising=False)
+    monkeypatch.setattr(_compiled, "_kernels", None)
     with pytest.raises(ImportError) as error:
         _compiled.load()
     message = str(error.value)

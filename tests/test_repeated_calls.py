@@ -60,6 +60,21 @@ def test_parameter_changes_are_seen(change):
         x, w, strides=(1, 2), pads=(1, 1, 0, 0)), atol=1e-12)
 
 
+def test_remembered_parameter_keys_stay_out_of_copies_and_follow_deletions():
+    import copy
+    import pickle
+
+    x, w = _arrays()
+    layer = ConvTranspose(strides=(2, 2))
+    layer.apply(x, w)  # the layer now remembers its parameters' key
+    for twin in (pickle.loads(pickle.dumps(layer)), copy.deepcopy(layer), copy.copy(layer)):
+        assert vars(twin) == vars(ConvTranspose(strides=(2, 2)))
+    del layer.strides
+    layer.strides = (1, 2)
+    np.testing.assert_allclose(layer.apply(x, w), reference_conv_transpose(x, w, strides=(1, 2)),
+                               atol=1e-12)
+
+
 def test_values_of_another_type_are_validated_again():
     x, w = _arrays()
     ConvTranspose(strides=(2, 2)).apply(x, w)
