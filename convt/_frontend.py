@@ -257,13 +257,15 @@ def _parameter_key(layer):
     parts = [type(layer)]
     lists = False
     for name in layer._param_names():
-        value = getattr(layer, name)
+        value = state[name] if name in state else getattr(layer, name)
         kind = type(value)
         if kind is tuple or kind is list:
-            if not all(type(item) is int for item in value):
-                return None
-            lists = lists or kind is list
-            value = tuple(value)  # a list's current items: an edit in place makes a new key
+            for item in value:
+                if type(item) is not int:
+                    return None
+            if kind is list:
+                lists = True
+                value = tuple(value)  # its current items: an edit in place makes a new key
         elif kind is not int and kind is not str and value is not None:
             return None
         parts.append((kind, value))
