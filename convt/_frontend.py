@@ -353,11 +353,11 @@ class RememberedCall:
 def apply(layer, x, w, b, out):
     """``layer.apply(x, w, b, out=out)`` for ConvTranspose and Conv: validated, planned
     and remembered on the first call of a key, only run on the next ones."""
-    _engine = _module("_engine")
     key = call_key(layer, x, w, b, out)
     remembered = _CALLS.get(key) if key is not None else None
     if remembered is not None:
         return remembered(x, w, b, out)
+    _engine = _module("_engine")
     p = prepare(layer, x, w, b)
     attributes, forward = p.attributes, layer._forward
     channels = p.w_view.shape[0] if forward else p.w_view.shape[1] * attributes.group

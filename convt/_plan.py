@@ -332,8 +332,14 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
             if smaller < quantum:
                 break
         cols = smaller
-    row_tiles = -(-grid_rows // rows)
-    return shape_of(-(-grid_rows // row_tiles), cols)
+    return shape_of(_equal_rows(grid_rows, rows), cols)
+
+
+def _equal_rows(grid_rows, rows):
+    """Rows per tile when tiles of at most ``rows`` rows cover ``grid_rows``, shared
+    equally: 56 rows in tiles of at most 35 are two of 28, not 35 and 21 (a
+    short tile makes an item of another size, and a thread idle at the end)."""
+    return -(-grid_rows // -(-grid_rows // rows))
 
 
 # How much larger than the gathered taps a window may be and still be chosen.
@@ -522,13 +528,10 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, bl
     if not panel or tile.gather or tile.columns <= max_columns or max_columns < 4 * panel:
         return tile
     if tile.rows > 1 and max_columns >= tile.cols + panel:
-        # the most rows that fit, equalised over the row tiles they make: 56 rows
-        # in tiles of at most 35 are two of 28, not 35 and 21, which left a
-        # thread idle for a quarter of a batched 3x3 layer's last round
         fitting = max(1, (max_columns - tile.cols) // tile.row_stride + 1)
         grid_rows = extents[-2] if len(extents) >= 2 else 1
-        smaller = _resized(tile, -(-grid_rows // -(-grid_rows // fitting)), tile.cols, reach,
-                           chunk, taps, blocking)
+        smaller = _resized(tile, _equal_rows(grid_rows, fitting), tile.cols, reach, chunk, taps,
+                           blocking)
     else:
         smaller = _resized(tile, 1, min(tile.cols, max_columns), reach, chunk, taps, blocking)
     if smaller.columns > max_columns:
@@ -598,7 +601,7 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
     highest = min(grid_rows, 2 * tile.rows)
     # heights as row tiles of equal rows make them, each once, the nearest first
-    heights = {-(-grid_rows // -(-grid_rows // rows)) for rows in range(lowest, highest + 1)}
+    heights = {_equal_rows(grid_rows, rows) for rows in range(lowest, highest + 1)}
     for rows in sorted(heights - {tile.rows}, key=lambda r: (abs(r - tile.rows), -r)):
         candidate = _resized(tile, rows, tile.cols, context.reach, context.chunk,
                              context.taps, blocking)

@@ -176,9 +176,7 @@ cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, a
     for r in range(stack.buffer_rows):
         row_index = input_row(g, y_origin + r, residues)
         if row_index < 0:
-            zero_run(dst + r * row_stride, row_stride)
-            if odd_dst != NULL:
-                zero_run(odd_dst + r * row_stride, row_stride)
+            zero_planes(dst, odd_dst, 0, 1, r * row_stride, row_stride)
             continue
         row = element(x_plane, row_index * g.ops.x_strides[1 + last], g.storage.type)
         if odd_dst != NULL:
