@@ -178,6 +178,13 @@ AVX2_BUFFER_MIN_TAPS = 4
 SUM_BLOCK_SHALLOW = 32
 SUM_BLOCK_DEEP = 64
 SUM_BLOCK_SPLIT = 256  # depths above use SUM_BLOCK_DEEP
+# ConvTranspose stacks of several taps over fewer channels than SUM_BLOCK_SHALLOW
+# (FCN heads: 21 classes x 4 taps): engines that scatter a GEMM's columns (col2im) sum each
+# tap's channels, then the few taps, so their sums are shorter than a shallow
+# block.  Blocks of this many steps keep convt's float32 error below theirs
+# (fcn8s k16s8: largest error 1.4e-7 -> 1.0e-7, PyTorch 1.1e-7; RMS 1.30e-8 ->
+# 1.10e-8, PyTorch 1.16e-8) for depths above two shallow blocks.
+SUM_BLOCK_FEW_CHANNELS = 16
 
 # --- direct engine -----------------------------------------------------------
 # Source rows (input channel x leading-axis taps) summed per row-kernel call:
@@ -392,14 +399,20 @@ class Blocking:
     min_tile: int
     min_work_items: int
     min_split_rows: int
-    sum_blocks: tuple[int, int, int]  # (shallow, deep, split depth)
+    sum_blocks: tuple[int, int, int, int]  # (shallow, deep, split depth, few channels)
     transposed: bool = False     # product-path stacks may run gemm_t (see TRANSPOSED_PRODUCTS)
     cores: int = 1               # the machine's (os.cpu_count): work items are cut for them
 
-    def sum_block(self, depth):
-        """Steps per blocked sum for a reduction of ``depth``."""
-        shallow, deep, split = self.sum_blocks
-        return shallow if depth <= split else deep
+    def sum_block(self, depth, first_sums):
+        """Steps per blocked sum for a reduction of ``depth`` steps that other engines
+        sum in runs of ``first_sums`` steps before adding the runs (ConvTranspose by
+        col2im: a tap's channels; Conv: the whole depth)."""
+        shallow, deep, split, few_channels = self.sum_blocks
+        if depth > split:
+            return deep
+        if first_sums < shallow and depth > 2 * shallow:
+            return few_channels
+        return shallow
 
 
 @dataclass(frozen=True)
@@ -607,7 +620,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         min_work_items=work_items_target(),
         cores=os.cpu_count() or 1,
         min_split_rows=MIN_SPLIT_ROWS,
-        sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT),
+        sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, SUM_BLOCK_FEW_CHANNELS),
         transposed=bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED),
     )
     if pairs:
@@ -705,6 +718,7 @@ def tuning():
             AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS,
             PACK_MIN_BLOCKS, AVX2_BUFFER_PACK_MIN_BLOCKS, AVX2_BUFFER_MIN_TAPS,
             PAIR_PACK_MIN_BLOCKS, SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT,
+            SUM_BLOCK_FEW_CHANNELS,
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS)
 
 

@@ -816,7 +816,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         item_count = 0 if index in partner_of else tiles * row_groups
         stack_rows.append(dict(
             taps=taps, phases=phase_count, rows=rows, items=item_count, columns=tile.columns,
-            chunk=chunk, sum_block=blocking.sum_block(cg * taps), tap_start=len(offset_rows),
+            chunk=chunk, sum_block=blocking.sum_block(cg * taps, cg if transpose else cg * taps),
+            tap_start=len(offset_rows),
             phase_start=len(phase_rows) // ndim, weight_start=packed, group_size=rows * cg * taps,
             kernel_start=kernel_rows, table_start=tables, identity=int(identity),
             blocks=blocks, block_start=len(block_rows), panel=tile.panel,

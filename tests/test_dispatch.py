@@ -410,3 +410,29 @@ def test_plans_cut_for_other_cores_give_the_same_bits(monkeypatch):
             np.testing.assert_array_equal(other, outputs[0])
     _engine._execution.cache_clear()  # drop the plans made for other machines
     assert plans_differ
+
+
+def test_few_channel_tap_sums_take_short_blocks_and_lower_the_float32_error(monkeypatch):
+    """An FCN head (21 classes, k16 s8: 4 taps x 21 channels per output) sums in blocks
+    of SUM_BLOCK_FEW_CHANNELS, as col2im engines sum a tap's 21 channels before the
+    taps; a Conv over as many channels (summed whole by direct engines) keeps the
+    shallow block.  The shorter blocks lower the RMS error against float64."""
+    import convt
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 21, 24, 24)).astype(np.float32)
+    w = rng.standard_normal((21, 21, 16, 16)).astype(np.float32)
+    layer = ConvTranspose(strides=(8, 8), pads=(4, 4, 4, 4))
+    assert explain(layer, x.shape, w.shape).plan.stacks["sum_block"].tolist() == [
+        _dispatch.SUM_BLOCK_FEW_CHANNELS]
+    conv_stacks = explain(convt.Conv(pads=(1, 1, 1, 1)), (1, 21, 24, 24), (21, 21, 3, 3)).plan.stacks
+    assert conv_stacks["sum_block"].tolist() == [_dispatch.SUM_BLOCK_SHALLOW]
+    exact = layer.apply(x.astype(np.float64), w.astype(np.float64))
+
+    def rms_error():
+        return float(np.sqrt(np.mean((layer.apply(x, w) - exact) ** 2)))
+
+    short = rms_error()
+    monkeypatch.setattr(_dispatch, "SUM_BLOCK_FEW_CHANNELS", _dispatch.SUM_BLOCK_SHALLOW)
+    assert explain(layer, x.shape, w.shape).plan.stacks["sum_block"].tolist() == [
+        _dispatch.SUM_BLOCK_SHALLOW]
+    assert short < 0.93 * rms_error()
