@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import _environ
 from ._compiled import load
 from ._geometry import Geometry
 
@@ -731,7 +732,7 @@ def default_threads():
     """Threads a call uses by default: CONVT_NUM_THREADS or OMP_NUM_THREADS when
     set (the first number of a list), else every core this process may run on."""
     for name in THREAD_VARIABLES:
-        value = os.environ.get(name, "").split(",")[0].strip()
+        value = _environ.value(name, "").split(",")[0].strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
     if hasattr(os, "sched_getaffinity"):

@@ -12,21 +12,22 @@ import contextlib
 import functools
 import math
 import operator
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _records, _weight_cache
+from . import _dispatch, _environ, _records, _weight_cache
 from ._compiled import load
 from ._geometry import Geometry
-from ._plan import direct_plan, gemm_plan
+from ._plan import conv_reaching_taps, direct_plan, gemm_plan
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Operands:
     """The arrays the compiled drivers read and write, with element strides (w's as
-    a (group, C/group, M/group, k...) view, the layout every operator reduces to)."""
+    a (group, C/group, M/group, k...) view, the layout every operator reduces to).
+    Made on every call and never changed: not frozen, whose __init__ sets each field
+    through object.__setattr__ (five times as long)."""
 
     x: np.ndarray
     w: np.ndarray
@@ -163,7 +164,7 @@ class Execution:
 def execution(problem, engine=None, kernel_set=None, **overrides):
     """The Execution of a problem (see convt._dispatch.decide for the arguments);
     remembered per problem, request, environment and tuning."""
-    requested = os.environ.get(_dispatch.KERNEL_SET_VARIABLE) or None
+    requested = _environ.value(_dispatch.KERNEL_SET_VARIABLE) or None
     return _execution(problem, engine, kernel_set, requested,
                       tuple(sorted(overrides.items())), _dispatch.tuning())
 
@@ -203,6 +204,7 @@ class Call:
     x_extent: int                # see Operands
     x_channel_offsets: np.ndarray
     fold: bool = False           # images run as a leading axis (see folds_batch)
+    padding_taps: bool = False   # Conv taps that read only padding (see _poison_padding_taps)
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -228,10 +230,11 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
     run = execution(problem, engine, backend, **overrides)
     x_strides = element_strides(x)
+    padding_taps = not transpose and conv_reaching_taps(geometry) != geometry.kernel_shape
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
                 element_strides(y), readable_extent(x),
-                np.arange(channels // group, dtype=np.intp) * x_strides[1], fold)
+                np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps)
 
 
 def folds_batch(geometry, batch):
@@ -294,7 +297,8 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         _run_direct(arrays, run, threads)
     else:
         _run_gemm(arrays, run, threads, finite=False)
-    _poison_padding_taps(w, y, call.geometry)
+    if call.padding_taps:
+        _poison_padding_taps(w, y, call.geometry)
     return result
 
 
@@ -333,12 +337,9 @@ def _poison_padding_taps(w, y, geometry):
 
     A tap reads only padding when one of its coordinates does; those slabs of
     w are reduced (max and min: NaN and Inf survive them) without copying.
+    Called only for geometries that have such taps (``Call.padding_taps``).
     """
-    from ._plan import conv_reaching_taps
-
     kept = conv_reaching_taps(geometry)
-    if kept == geometry.kernel_shape:
-        return
     bad = np.zeros(w.shape[0], dtype=bool)
     channels = tuple(range(1, w.ndim))
     for axis, (kernel, pad, dilation, stride, out, reach) in enumerate(zip(
@@ -377,11 +378,9 @@ def _packed_weights(arrays, run, threads, finite):
     """The weights packed for ``run`` and how many non-finite ones were packed as 0:
     remembered from an earlier call with bitwise-equal weights when there is one
     (convt._weight_cache), else packed now."""
-    dense = _weight_cache.cacheable(arrays)
-    if dense is not None:
-        packed = _weight_cache.lookup(run, arrays, dense, finite, threads)
-        if packed is not None:
-            return packed, 0
+    packed, dense = _weight_cache.lookup(run, arrays, finite, threads)
+    if packed is not None:
+        return packed, 0
     packed = np.empty(run.plan.packed_size, dtype=run.decision.accumulation)
     non_finite = load().pack_weights(arrays, run.scalars, run.plan, packed, threads, finite)
     if dense is not None and not non_finite:

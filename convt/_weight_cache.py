@@ -21,10 +21,10 @@ kept, and they are copied and compared in that memory order.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
+from . import _environ
 from ._compiled import load
 
 BUDGET_VARIABLE = "CONVT_WEIGHT_CACHE_MIB"
@@ -40,7 +40,7 @@ _bytes = 0
 
 def budget_bytes():
     """The cache's budget in bytes from CONVT_WEIGHT_CACHE_MIB (invalid values: the default)."""
-    value = os.environ.get(BUDGET_VARIABLE, "").strip()
+    value = _environ.value(BUDGET_VARIABLE, "").strip()
     mib = int(value) if value.isdigit() else DEFAULT_BUDGET_MIB
     return mib << 20
 
@@ -59,22 +59,28 @@ def _memory_order(w):
     return dense if dense.flags.c_contiguous else None
 
 
-def cacheable(arrays):
-    """The weights of a call as they lie in memory, if they can be remembered (compared
-    with one memcmp), else None; ``lookup`` and ``store`` take this view."""
-    return _memory_order(arrays.w) if budget_bytes() > 0 else None
+def lookup(run, arrays, finite, threads=1):
+    """``(packed, dense)``: the packed weights of an earlier call of ``run`` with
+    bitwise-equal weights, or None (large weights are compared by up to ``threads``
+    threads), and the weights as they lie in memory, a C-contiguous view to pass to
+    ``store``, or None when they cannot be remembered (compared with one memcmp).
 
-
-def lookup(run, arrays, w, finite, threads=1):
-    """The packed weights of an earlier call of ``run`` with bitwise-equal weights ``w``
-    (``cacheable(arrays)``), or None (large weights are compared by up to ``threads``
-    threads)."""
+    Every call runs this: it calls few Python functions, each of which costs 5-15 us
+    once a large call has pushed them out of the CPU caches.
+    """
+    w = arrays.w
+    dense = w if w.flags.c_contiguous else _memory_order(w)
+    if dense is None or budget_bytes() <= 0:
+        return None, None
     key = _key(run, arrays, finite)
     with _lock:
         entries = list(_plans.get(key, ()))
-    for entry in entries:
+        latest = next(reversed(_plans), None)
+    for position, entry in enumerate(entries):
         held_run, copy, packed = entry
-        if held_run is run and load().same_bytes(copy, w, threads):
+        if held_run is run and load().same_bytes(copy, dense, threads):
+            if position == 0 and latest == key:
+                return packed, dense  # already the most recent (every call of a busy loop)
             with _lock:  # most recent first, in its plan and among plans
                 held = _plans.get(key, [])
                 for index, kept in enumerate(held):
@@ -82,13 +88,13 @@ def lookup(run, arrays, w, finite, threads=1):
                         held.insert(0, held.pop(index))
                         _plans.move_to_end(key)
                         break
-            return packed
-    return None
+            return packed, dense
+    return None, dense
 
 
 def store(run, arrays, w, finite, packed):
     """Remember ``packed`` as the packing of ``arrays.w`` by ``run`` (a copy of its memory-order
-    view ``w``, from ``cacheable(arrays)``, is kept)."""
+    view ``w``, from ``lookup``, is kept)."""
     global _bytes
     budget = budget_bytes()
     size = w.nbytes + packed.nbytes

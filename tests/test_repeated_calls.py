@@ -124,3 +124,35 @@ def test_conv_repeated_calls_follow_changes():
     w[1, 0, 0, 0] = np.inf  # reads padding only at the first output: NaN there by the text
     np.testing.assert_allclose(layer.apply(x, w), reference_conv(
         x, w, strides=(2, 2), group=2, pads=(1, 1, 1, 1)), atol=1e-12)
+
+
+def test_environment_reads_follow_every_change_made_through_os_environ(monkeypatch):
+    """convt._environ.value reads os.environ's own mapping: settings, deletions and
+    values that need decoding are seen as os.environ.get sees them, and a replaced
+    os.environ (a plain dict) is read as it is."""
+    import os
+
+    from convt import _environ
+    name = "CONVT_TEST_VARIABLE"
+    monkeypatch.delenv(name, raising=False)
+    assert _environ.value(name) is None and _environ.value(name, "7") == "7"
+    for setting in ("3", "", " 2,4 ", "caf\u00e9"):
+        monkeypatch.setenv(name, setting)
+        assert _environ.value(name) == os.environ.get(name) == setting
+    monkeypatch.delenv(name)
+    assert _environ.value(name) is None
+    monkeypatch.setattr(os, "environ", {name: "5"})
+    assert _environ.value(name) == "5"
+
+
+def test_a_kernel_set_named_between_calls_serves_the_next_call(monkeypatch):
+    from convt import _dispatch, explain
+    x, w = np.ones((1, 8, 6, 6), np.float32), np.ones((8, 4, 4, 4), np.float32)
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    expected = reference_conv_transpose(x, w, strides=(2, 2), pads=(1, 1, 1, 1))
+    for kernel_set in _dispatch.available_kernel_sets():
+        monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+        assert explain(layer, x.shape, w.shape).decision.kernel_set == kernel_set
+        np.testing.assert_allclose(layer.apply(x, w), expected, rtol=1e-5)
+        assert _frontend._CALLS[_frontend.call_key(layer, x, w, None, None)].call.run.decision \
+            .kernel_set == kernel_set
