@@ -8,7 +8,6 @@ the drivers of :mod:`convt._kernels` run.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import operator
@@ -404,13 +403,13 @@ def _run_gemm(arrays, run, threads, finite=True):
         fill_with_bias(arrays.y, arrays.b)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
     scratch = np.empty((threads, len(run.axes)), dtype=np.intp)
-    guard = contextlib.nullcontext()
     if decision.kernel_set == "blas":
         # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
         from ._blas import controller
 
-        guard = controller().single_threaded()
-    with guard:
+        with controller().single_threaded():
+            run.engine.run(arrays, packed, workspace, scratch, threads)
+    else:
         run.engine.run(arrays, packed, workspace, scratch, threads)
     if non_finite:
         add_weight_contributions(arrays, bad, run.problem)

@@ -333,19 +333,26 @@ class RememberedCall:
     shape: tuple                   # the output, in data_format
     call: object                   # convt._engine.Call, or None (nothing to multiply)
     num_threads: object
+    execute: object                # convt._engine.execute
+    views: bool                    # layouts other than the engines' own: x, w, y need views
 
     def __call__(self, x, w, b, out):
         if out is None:
             y = np.empty(self.shape, dtype=x.dtype)  # its size was vetted on the first call
         else:
             y = _arrays.prepare_output(out, self.shape, x.dtype, {"x": x, "w": w, "b": b})
-        return self.run(x, w, b, y)
+        if self.views:
+            return self.run(x, w, b, y)
+        # the engines' layouts: straight to the engine (each Python call on this
+        # path costs 5-15 us once a large call has left the caches cold)
+        self.execute(self.call, x, w, b, y, self.num_threads)
+        return y
 
     def run(self, x, w, b, y):
         """Fill ``y`` (the output array) from the operands, in the user's layouts."""
-        _module("_engine").execute(self.call, _layouts.data_view(x, self.data_format),
-                                   self.filter_view(w, self.filter_format), b,
-                                   _layouts.data_view(y, self.data_format), self.num_threads)
+        self.execute(self.call, _layouts.data_view(x, self.data_format),
+                     self.filter_view(w, self.filter_format), b,
+                     _layouts.data_view(y, self.data_format), self.num_threads)
         return y
 
 
@@ -365,8 +372,10 @@ def apply(layer, x, w, b, out):
     y = _arrays.prepare_output(out, shape, p.x.dtype, {"x": p.x, "w": p.w, "b": p.b})
     call = _engine.prepare(p.x_view, p.w_view, _layouts.data_view(y, attributes.data_format),
                            p.geometry, attributes.group, transpose=not forward)
+    views = attributes.data_format != "NCX" or p.w_view is not p.w
     remembered = RememberedCall(attributes.data_format, layer._filter_view,
-                                attributes.filter_format, y.shape, call, attributes.num_threads)
+                                attributes.filter_format, y.shape, call, attributes.num_threads,
+                                _engine.execute, views)
     remembered.run(p.x, p.w, p.b, y)
     # operands that validation converted (array-likes, misaligned, byte-swapped) must
     # be converted on every call: such calls are not remembered
