@@ -14,7 +14,6 @@ Every threshold is a named constant below, with the reason for its value;
 from __future__ import annotations
 
 import functools
-import math
 import os
 from dataclasses import dataclass, field, replace
 

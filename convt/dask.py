@@ -33,9 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _engine, _frontend, _geometry, _layouts, _plan
+from . import _dispatch, _engine, _frontend, _layouts, _plan
 from ._estimator import ConvTranspose
-from ._estimator import conv_transpose as _conv_transpose
 from ._upsample import Window, extend_indices, input_range, resolve, upsample_box, widened
 from ._upsample_args import check_threads
 
