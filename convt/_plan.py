@@ -409,6 +409,34 @@ def _resized(tile, rows, cols, reach, chunk, taps, blocking):
     return _window_tile(reach, rows, cols, chunk, taps, blocking.nr)
 
 
+def _shared_gaps(tile, group, span, in_size, decimation, chunk):
+    """The window tile with consecutive buffer rows overlapping where both hold
+    zero padding.  A window row reads input columns [x - span, x + cols) of its
+    grid row (grid x reads input ``decimation * x + residue``); when every row
+    starts with ``left`` zeros and ends with ``right`` zeros, row r's last
+    min(left, right) columns can be row r + 1's first ones, and the taps still read
+    zeros there.  The kernels compute every column of a row stride, so each shared
+    column is one product column less per row (3x3 Conv, pad 1: 57 columns for 56
+    outputs instead of 58, 8 for 7 instead of 9).  Only for tiles spanning the whole
+    last axis: inner column tiles read input on both sides.
+    """
+    if tile.gather or tile.cols != group.extent or span == 0:
+        return tile
+    left = span - group.first  # grid x = first reads input columns from first - span
+    right = min(group.first + tile.cols - -(-(in_size - residue) // decimation)
+                for residue in group.residue_values)
+    # the last row's shared columns lie past the chunk's planes, in the panel of
+    # zeros that fill_buffer writes there
+    shared = max(0, min(left, right, span, tile.panel))
+    if not shared:
+        return tile
+    row_stride = tile.row_stride - shared
+    buffer_channel = tile.buffer_planes * tile.buffer_rows * row_stride
+    return replace(tile, row_stride=row_stride,
+                   columns=_round_up((tile.rows - 1) * row_stride + tile.cols, tile.panel),
+                   buffer_channel=buffer_channel, operand=chunk * buffer_channel + tile.panel)
+
+
 def _buffer_offsets(stack, reach, tile, chunk):
     """Offset of each (channel, tap) row inside a tile's operand (taps in C order)."""
     if tile.gather:
@@ -779,6 +807,9 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             tile = _product_sized(tile, extents, reach, chunk, taps, rows, held,
                                   -(-rows // block), cg, blocking)
             row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
+        if not exact and row_block:
+            tile = _shared_gaps(tile, stack[-1], reach.spans[-1], geometry.input_shape[-1],
+                                1 if transpose else geometry.strides[-1], chunk)
         depth_max = max(depth_max, chunk * taps)
         if exact:
             # segments: one leading phase's rows (mg pairs); blocks of whole pairs

@@ -436,3 +436,31 @@ def test_few_channel_tap_sums_take_short_blocks_and_lower_the_float32_error(monk
     assert explain(layer, x.shape, w.shape).plan.stacks["sum_block"].tolist() == [
         _dispatch.SUM_BLOCK_SHALLOW]
     assert short < 0.93 * rms_error()
+
+
+@pytest.mark.parametrize("x_shape, w_shape, params, row_stride", [
+    ((1, 8, 9, 56), (16, 8, 3, 3), dict(pads=(1, 1, 1, 1)), 57),        # 1 zero each side
+    ((1, 8, 9, 20), (16, 8, 5, 5), dict(pads=(2, 2, 2, 2)), 22),        # 2 each side
+    ((1, 8, 9, 20), (16, 8, 3, 4), dict(pads=(1, 2, 1, 1)), 22),        # 2 left, 1 right
+    ((1, 8, 9, 20), (16, 8, 3, 3), dict(pads=(1, 3, 1, 3), dilations=(1, 3)), 23),
+    ((2, 4, 40), (8, 4, 4), dict(pads=(27, 27), dilations=(9,)), None),  # more than a panel
+    ((1, 8, 9, 28), (16, 8, 3, 3), dict(pads=(1, 1, 1, 1), strides=(2, 2)), 15),  # data right
+])
+def test_full_row_tiles_share_the_zero_columns_of_consecutive_rows(x_shape, w_shape, params,
+                                                                   row_stride):
+    """A tile spanning whole rows lays consecutive buffer rows over each other where
+    both hold zero padding: one product column less per shared zero and row.  Every
+    kernel set reads zeros there (the reference checks it), up to the zeros after the
+    last plane (at most a panel)."""
+    import convt
+    from _conv_helpers import assert_conv_matches_reference, run_conv_engine
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    if row_stride is not None:
+        stacks = explain(convt.Conv(**params), x_shape, w_shape).plan.stacks
+        assert stacks["row_stride"].tolist() == [row_stride]
+    for kernel_set in _dispatch.available_kernel_sets():
+        for dtype in (np.float32, np.float64):
+            y = run_conv_engine(f"gemm-{kernel_set}", x.astype(dtype), w.astype(dtype), **params)
+            assert_conv_matches_reference(y, x.astype(dtype), w.astype(dtype), **params)
