@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engines as table_engines  # noqa: E402
-from forward_workloads import MEMORY_WORKLOADS, by_name, make_inputs  # noqa: E402
+from forward_workloads import MEMORY_WORKLOADS, SETS, by_name, make_inputs  # noqa: E402
 from machine import usable_cores  # noqa: E402
 from workers import TaskFailed, Worker, WorkerFailed, describe_failure  # noqa: E402
 
@@ -417,7 +417,9 @@ def main():
                         help="threads for every engine (default: the cores this process may "
                              "use); every engine is also timed at 1 thread")
     parser.add_argument("--repeat", type=int, default=11)
-    parser.add_argument("--only", help="comma-separated workload names")
+    parser.add_argument("--set", choices=sorted(SETS), default="table",
+                        help="which workloads: the table (default), the extended set, or all")
+    parser.add_argument("--only", help="comma-separated workload names (overrides --set)")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--memory", action="store_true", help="also measure peak memory")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
@@ -428,7 +430,7 @@ def main():
         memory_worker(arguments)
         return
     engines = [e for e in arguments.engines.split(",") if e]
-    workloads = by_name(arguments.only)
+    workloads = by_name(arguments.only) if arguments.only else SETS[arguments.set]
     counts = [arguments.threads] + ([1] if arguments.threads > 1 else [])
     runs = {}
     for threads in counts:
@@ -444,10 +446,11 @@ def main():
     text = report(runs, memory, workloads, engines)
     out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "forward-latest.md").write_text(text)
+    stem = "forward-latest" if arguments.set == "table" else f"forward-{arguments.set}-latest"
+    (out / f"{stem}.md").write_text(text)
     kept = {str(threads): [{k: v for k, v in r.items() if k != "sample"} for r in records]
             for threads, records in runs.items()}
-    (out / "forward-latest.json").write_text(json.dumps(
+    (out / f"{stem}.json").write_text(json.dumps(
         {"threads": counts, "records": kept, "memory": memory}, indent=1))
     print(text)
 

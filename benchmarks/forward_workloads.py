@@ -86,6 +86,33 @@ FORWARD_WORKLOADS = (
     ForwardWorkload("batch2d_k3s1", "float32", 8, 64, 64, (56, 56), 3, 1, 1),
 )
 
+# Layers people run beyond the table: network stems on RGB input, small maps with
+# many channels, grouped, dilated and strided convolutions, odd kernels and strides,
+# batched 1-D signals, strided 3-D encoders, narrow and wide dtypes, a tiny call and
+# the few-channel large-kernel layers of super-resolution and image filtering.
+EXTENDED_FORWARD_WORKLOADS = (
+    ForwardWorkload("stem2d_k7s2_rgb", "float32", 1, 3, 64, (224, 224), 7, 2, 3),
+    ForwardWorkload("vgg2d_k3_rgb", "float32", 1, 3, 64, (224, 224), 3, 1, 1),
+    ForwardWorkload("late2d_k3_7x7", "float32", 1, 512, 512, (7, 7), 3, 1, 1),
+    ForwardWorkload("mid2d_k3_14x14", "float32", 1, 256, 256, (14, 14), 3, 1, 1),
+    ForwardWorkload("resnext2d_g32_k3", "float32", 1, 128, 128, (56, 56), 3, 1, 1, group=32),
+    ForwardWorkload("deeplab2d_d2_k3", "float32", 1, 256, 256, (33, 33), 3, 1, 2, dilation=2),
+    ForwardWorkload("shortcut2d_k1s2", "float32", 1, 256, 512, (56, 56), 1, 2, 0),
+    ForwardWorkload("depthwise2d_k3s2", "float32", 1, 96, 96, (112, 112), 3, 2, 1, group=96),
+    ForwardWorkload("depthwise2d_k5", "float32", 1, 240, 240, (28, 28), 5, 1, 2, group=240),
+    ForwardWorkload("unet2d_k5", "float32", 1, 32, 32, (128, 128), 5, 1, 2),
+    ForwardWorkload("srcnn2d_k9_in", "float32", 1, 1, 64, (128, 128), 9, 1, 4),
+    ForwardWorkload("srcnn2d_k5_out", "float32", 1, 32, 1, (128, 128), 5, 1, 2),
+    ForwardWorkload("blur2d_rgb_k5", "float32", 1, 3, 3, (512, 512), 5, 1, 2, group=3),
+    ForwardWorkload("wav2vec1d_k10s5", "float32", 1, 1, 512, (16000,), 10, 5, 0),
+    ForwardWorkload("speech1d_b8_k3", "float32", 8, 80, 256, (1024,), 3, 1, 1),
+    ForwardWorkload("encoder3d_k3s2", "float32", 1, 16, 32, (64, 64, 64), 3, 2, 1),
+    ForwardWorkload("unet3d_b2_k3", "float32", 2, 8, 16, (32, 32, 32), 3, 1, 1),
+    ForwardWorkload("volume3d_f64_k3", "float64", 1, 8, 8, (48, 48, 48), 3, 1, 1),
+    ForwardWorkload("resnet2d_f16_k3", "float16", 1, 64, 64, (56, 56), 3, 1, 1),
+    ForwardWorkload("tiny2d_k3_8x8", "float32", 1, 8, 8, (8, 8), 3, 1, 1),
+)
+
 # Peak memory: 3-D layers on a 96^3 volume (input and stride-1 output 108 MiB each).
 MEMORY_WORKLOADS = (
     ForwardWorkload("volume3d_k3s1_96", "float32", 1, 32, 32, (96, 96, 96), 3, 1, 1),
@@ -93,7 +120,12 @@ MEMORY_WORKLOADS = (
 )
 
 
-def by_name(names: str | None, workloads=FORWARD_WORKLOADS) -> tuple[ForwardWorkload, ...]:
+SETS = {"table": FORWARD_WORKLOADS, "extended": EXTENDED_FORWARD_WORKLOADS,
+        "all": FORWARD_WORKLOADS + EXTENDED_FORWARD_WORKLOADS}
+
+
+def by_name(names: str | None,
+            workloads=FORWARD_WORKLOADS + EXTENDED_FORWARD_WORKLOADS) -> tuple[ForwardWorkload, ...]:
     """The workloads named in a comma-separated list (all of them for None)."""
     if not names:
         return tuple(workloads)
