@@ -325,6 +325,8 @@ cdef inline void direct_task(const DirectJob* job, Py_ssize_t item, int slot,
     cdef const Direct* d = job.d
     cdef Py_ssize_t row
     cdef Py_ssize_t first = item * job.rows_per_item
+    if d.layout.band_rows:
+        stencil_item_starts(d, job.ints + slot * d.layout.ints)
     for row in range(first, min(d.layout.rows, first + job.rows_per_item)):
         # every 8 rows: a row is microseconds, reading the clock ~20 ns
         if (row - first) % 8 == 0 and stopped(job.signals, slot):

@@ -1098,7 +1098,7 @@ def _stencil_layout(geometry, batch, out_channels, max_sources, max_entries, max
         x_row=zero_row,
         weights=zero_row,
         floats=zero_row + weights,
-        ints=2 * ndim + 3 * sources,
+        ints=2 * ndim + 3 * sources + 2,  # ... then the block state (_stencil.pxi)
         interleave=0,
         masked_stores=0,
         transpose=0,

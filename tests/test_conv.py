@@ -433,6 +433,11 @@ STENCIL_CASES = {
     "3d_depthwise": ((1, 3, 6, 7, 19), (3, 1, 3, 2, 3), dict(group=3, strides=(2, 1, 1),
                                                              pads=(1, 0, 1, 1, 1, 1))),
     "1d_depthwise": ((3, 5, 200), (5, 1, 7), dict(group=5, pads=(3, 3))),
+    # more blocks than work items: an item runs blocks of several channels (and, in
+    # 3-D, outer taps) in turn, each with its own weights
+    "items_span_channels": ((2, 300, 5, 9), (300, 1, 3, 3), dict(group=300, pads=(1, 1, 1, 1))),
+    "3d_items_span_channels": ((1, 130, 3, 4, 9), (260, 1, 2, 3, 3),
+                               dict(group=130, pads=(1, 1, 1, 0, 1, 1))),
 }
 
 
