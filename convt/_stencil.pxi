@@ -12,9 +12,9 @@
 # only when they differ from the last block's (same offset in w).  A thread's
 # block state: NO_ROW in a fresh item (stencil_item_starts), ZERO_ROW once its
 # zero row is zeroed, WEIGHTS while it holds the gathered weights of the w offset
-# that follows the state.  Per block, zeroing and gathering cost as much as the
-# stencil itself on small maps (a depthwise 5x5 Conv on 28x28: 0.95 -> 0.55 ms,
-# 1 thread, Zen 3).
+# that follows the state.  Small maps have few outputs per block to spread that
+# work over (a depthwise 5x5 Conv on 28x28, 1 thread, Zen 3: 0.557 -> 0.533 ms,
+# the best of interleaved runs).
 #
 # Invariants (convt._dispatch.stencil_rows): Conv; x's spatial axes and y's
 # last axis are contiguous and of the accumulation type; the last axis has
@@ -80,14 +80,21 @@ cdef enum:
     WEIGHTS = 2
 
 
+cdef inline Py_ssize_t state_index(const Direct* d) noexcept nogil:
+    """Where a thread's block state lies in its ints workspace: after the arrays
+    that direct_row_in lays out there."""
+    return 2 * d.problem.ndim + 3 * d.layout.max_sources
+
+
 cdef inline Py_ssize_t* block_state(const Direct* d, const DirectScratch* scratch) noexcept nogil:
-    """A thread's block state, then the w offset of the weights it holds."""
-    return scratch.tap + d.problem.ndim + 3 * d.layout.max_sources
+    """A thread's block state, then the w offset of the weights it holds
+    (scratch.tap lies ndim elements into the ints workspace)."""
+    return scratch.tap - d.problem.ndim + state_index(d)
 
 
 cdef inline void stencil_item_starts(const Direct* d, Py_ssize_t* ints) noexcept nogil:
     """Mark a thread's workspace fresh before the first block of a work item."""
-    ints[2 * d.problem.ndim + 3 * d.layout.max_sources] = NO_ROW
+    ints[state_index(d)] = NO_ROW
 
 
 cdef void gather_band_weights(const Direct* d, Py_ssize_t w_offset, Py_ssize_t kernel_rows,
