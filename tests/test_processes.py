@@ -96,17 +96,26 @@ def test_ctrl_c_interrupts_a_long_call_within_a_tenth_of_a_second(tmp_path, thre
             sys.exit(0)
         print("finished", flush=True)
     """)
-    child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        time.sleep(0.5)
-        sent = time.monotonic()
-        child.send_signal(signal.SIGINT)
-        output, _ = child.communicate(timeout=TIMEOUT)
-    finally:
-        child.kill()
-    lines = output.split()
-    assert lines[0] == "interrupted", output
-    # the check period plus a work item (times CONVT_TEST_TIME_FACTOR under emulation)
-    assert float(lines[1]) - sent < (0.1 + 0.05) * TIME_FACTOR
-    assert lines[2] == "healthy"
+    # the check period plus a work item (times CONVT_TEST_TIME_FACTOR under emulation);
+    # other programs on a shared host can only delay the child, never hasten it, so
+    # the bound holds if any of 3 attempts meets it (a busy host phase delayed 3 of 4
+    # single attempts to 0.19 s; 22 attempts minutes later took 5-92 ms)
+    bound = (0.1 + 0.05) * TIME_FACTOR
+    latencies = []
+    for _ in range(3):
+        child = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(0.5)
+            sent = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            output, _ = child.communicate(timeout=TIMEOUT)
+        finally:
+            child.kill()
+        lines = output.split()
+        assert lines[0] == "interrupted", output
+        assert lines[2] == "healthy"
+        latencies.append(float(lines[1]) - sent)
+        if latencies[-1] < bound:
+            break
+    assert min(latencies) < bound, latencies
