@@ -156,6 +156,16 @@
             if (t + first >= 0 && t + end + 2 * (W) <= in_size) {                         \
                 CONVT_X86_STENCIL_TAPS(ROWS, T, V, W, BROADCAST, FMA, CONVT_X86_LOAD_WHOLE, \
                                        LOAD, MASKLOAD, BETWEEN)                           \
+            } else if (taps <= CONVT_X86_STENCIL_MASKED_TAPS) {                           \
+                MASK_T low_masks[CONVT_X86_STENCIL_MASKED_TAPS];                          \
+                MASK_T high_masks[CONVT_X86_STENCIL_MASKED_TAPS];                         \
+                for (j = 0; j < taps; ++j) {                                              \
+                    const ptrdiff_t u = t + shape->offsets[j];                            \
+                    low_masks[j] = BETWEEN(-u, in_size - u);                              \
+                    high_masks[j] = BETWEEN(-u - (W), in_size - u - (W));                 \
+                }                                                                         \
+                CONVT_X86_STENCIL_TAPS(ROWS, T, V, W, BROADCAST, FMA, CONVT_X86_LOAD_MASKED, \
+                                       LOAD, MASKLOAD, BETWEEN)                           \
             } else {                                                                      \
                 CONVT_X86_STENCIL_TAPS(ROWS, T, V, W, BROADCAST, FMA, CONVT_X86_LOAD_INSIDE, \
                                        LOAD, MASKLOAD, BETWEEN)                           \
@@ -168,6 +178,13 @@
 #define CONVT_X86_LOAD_WHOLE(p, shift, LOAD, MASKLOAD, BETWEEN) LOAD(p)
 #define CONVT_X86_LOAD_INSIDE(p, shift, LOAD, MASKLOAD, BETWEEN)                         \
     MASKLOAD(p, BETWEEN(-u - (shift), in_size - u - (shift)))
+/* The same masks made once per tap and output vector, not once per load (every
+ * kernel row and output row of the band loads at the same lanes): on rows of 14
+ * to 28 outputs every vector is at an end, and making each mask took more than
+ * the loads and FMAs it served. */
+#define CONVT_X86_STENCIL_MASKED_TAPS 16
+#define CONVT_X86_LOAD_MASKED(p, shift, LOAD, MASKLOAD, BETWEEN)                         \
+    MASKLOAD(p, (shift) ? high_masks[j] : low_masks[j])
 /* Full bands (4 rows) of common kernel heights KR get their own body: input
  * row q's 2 vectors at a tap are loaded once and feed the FMAs of every row
  * r with 0 <= q - r < KR.  With KR and the row count constants and the loop
