@@ -119,18 +119,21 @@ cdef void gather_band_weights(const Direct* d, Py_ssize_t w_offset, Py_ssize_t k
 cdef inline bint outer_taps(const Direct* d, const DirectScratch* scratch,
                             Py_ssize_t* x_offset, Py_ssize_t* w_offset) noexcept nogil:
     """Add the input position and the kernel position of the current outer-axis
-    taps (axes before the band axis) to the offsets; False if that input is outside."""
+    taps (axes before the band axis) to the offsets; False if that input is outside
+    (padding: the kernel position is added all the same)."""
     cdef Py_ssize_t entry, index
+    cdef bint inside = True
     cdef int a
     for a in range(d.problem.ndim - 2):
         entry = a * d.layout.max_stride * d.layout.max_taps + scratch.tap[a]
         index = ((scratch.out_index[a] + d.tap_offset[entry]) * d.axes[a].decimation
                  + d.tap_residue[entry])
         if index < 0 or index >= d.axes[a].in_size:
-            return False
-        x_offset[0] = x_offset[0] + index * d.ops.x_strides[2 + a]
+            inside = False
+        else:
+            x_offset[0] = x_offset[0] + index * d.ops.x_strides[2 + a]
         w_offset[0] = w_offset[0] + d.tap_kernel[entry] * d.ops.w_strides[3 + a]
-    return True
+    return inside
 
 
 cdef inline bint next_outer_taps(const Direct* d, const DirectScratch* scratch) noexcept nogil:
@@ -157,6 +160,7 @@ cdef void stencil_block(const Direct* d, Py_ssize_t block, const DirectScratch* 
     cdef acc_t bias
     cdef acc_t* y_rows
     cdef Py_ssize_t* state = block_state(d, scratch)
+    cdef Py_ssize_t q
     cdef int a
     band_block_origin(d, block, scratch, &image, &m, &first_row)
     group = quotient(m, d.problem.mg)
@@ -185,19 +189,23 @@ cdef void stencil_block(const Direct* d, Py_ssize_t block, const DirectScratch* 
         if outer_taps(d, scratch, &x_offset, &w_offset):
             band_sources(d, scratch, element(d.ops.x, x_offset, storage), first_row,
                          shape.rows + shape.kernel_rows - 1, zero_row)
-            if state[0] != WEIGHTS or state[1] != w_offset:
-                gather_band_weights(d, w_offset, shape.kernel_rows, shape.taps,
-                                    <acc_t*>scratch.weights)
-                state[0] = WEIGHTS
-                state[1] = w_offset
-            if acc_t is float:
-                d.storage.kernels.f32.stencil(&shape, <const float* const*>scratch.sources,
-                                              <const float*>scratch.weights, y_rows, accumulate)
-            else:
-                d.storage.kernels.f64.stencil(&shape, <const double* const*>scratch.sources,
-                                              <const double*>scratch.weights, y_rows,
-                                              accumulate)
-            accumulate = True
+        else:
+            # outer taps on padding: its zeros times the kernel plane's weights, as the
+            # text's zero padding has them (0 x Inf is NaN), like the band and last axes
+            for q in range(shape.rows + shape.kernel_rows - 1):
+                scratch.sources[q] = <void*>zero_row
+        if state[0] != WEIGHTS or state[1] != w_offset:
+            gather_band_weights(d, w_offset, shape.kernel_rows, shape.taps,
+                                <acc_t*>scratch.weights)
+            state[0] = WEIGHTS
+            state[1] = w_offset
+        if acc_t is float:
+            d.storage.kernels.f32.stencil(&shape, <const float* const*>scratch.sources,
+                                          <const float*>scratch.weights, y_rows, accumulate)
+        else:
+            d.storage.kernels.f64.stencil(&shape, <const double* const*>scratch.sources,
+                                          <const double*>scratch.weights, y_rows, accumulate)
+        accumulate = True
         if not next_outer_taps(d, scratch):
             break
     bias = bias_of(&d.storage, d.ops.bias, m, y_rows)

@@ -479,6 +479,23 @@ def test_stencil_blocks_multiply_padding_by_non_finite_weights():
     np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-6)
 
 
+def test_stencil_blocks_multiply_outer_axis_padding_by_non_finite_weights():
+    # 3-D: an Inf weight on a tap of the first axis that reads padding spoils the
+    # outputs of the planes where it does (the stencil skipped such taps: no NaN)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 9, 6, 5, 6))
+    w = rng.standard_normal((9, 1, 2, 3, 1))
+    w[0, 0, 1, 2, 0] = np.inf
+    params = dict(group=9, pads=(2, 2, 2, 1, 1, 1), dilations=(2, 1, 1))
+    assert explain(Conv(**params), x.shape, w.shape).decision.stencil_rows > 0
+    y = Conv(**params).apply(x, w)
+    expected = reference_conv(x, w, **params)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    assert np.isnan(y[0, 0, -1]).all()  # the last plane's second tap reads padding
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-12, atol=1e-12)
+
+
 def test_stencil_blocks_are_not_used_where_they_do_not_apply():
     def rows(x_shape, w_shape, dtype="float32", **params):
         return explain(Conv(**params), x_shape, w_shape, dtype).decision.stencil_rows
