@@ -169,3 +169,28 @@ cdef void pack_channel_weights(const Direct* d, acc_t* packed) noexcept nogil:
         for c in range(channels):
             packed[k * channels + c] = <acc_t>convt_load_double(
                 d.ops.w, offset + c * d.ops.w_strides[0], d.storage.type)
+
+
+def transpose_planes(str family, src, dst):
+    """``dst[n] = src[n].T`` for every ``n``, exactly, by the family's transpose kernels:
+    ``src`` (N, R, C) and ``dst`` (N, C, R), C-contiguous, of one dtype (float32 or
+    float64).  Channels-first planes to channels-last rows and back (see
+    convt._dispatch.channels_last_route)."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef Py_ssize_t n, count = src.shape[0], rows = src.shape[1], cols = src.shape[2]
+    cdef Py_ssize_t plane = rows * cols
+    cdef bint doubles = src.dtype.itemsize == 8
+    cdef char* source = <char*>data_of(src)
+    cdef char* target = <char*>data_of(dst)
+    if not (src.flags.c_contiguous and dst.flags.c_contiguous and src.dtype == dst.dtype
+            and dst.shape == (count, cols, rows) and src.dtype.itemsize in (4, 8)):
+        raise ValueError("transpose_planes: src (N, R, C) and dst (N, C, R), C-contiguous, "
+                         "float32 or float64")
+    with nogil:
+        for n in range(count):
+            if doubles:
+                kernels.f64.transpose(rows, cols, <const double*>source + n * plane, cols,
+                                      <double*>target + n * plane, rows, NULL)
+            else:
+                kernels.f32.transpose(rows, cols, <const float*>source + n * plane, cols,
+                                      <float*>target + n * plane, rows, NULL)

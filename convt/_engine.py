@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -204,6 +204,7 @@ class Call:
     x_channel_offsets: np.ndarray
     fold: bool = False           # images run as a leading axis (see folds_batch)
     padding_taps: bool = False   # Conv taps that read only padding (see _poison_padding_taps)
+    channels_last: bool = False  # x and y run as channels-last copies (channels_last_copies)
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -227,13 +228,44 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
         geometry = folded_geometry(geometry, batch)
     problem = problem_of(x, w, y, geometry, group, transpose)
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
+    channels_last = engine is None and _dispatch.channels_last_route(problem)
+    if channels_last:  # plan for the copies' layout: strides are all a plan reads of them
+        x, y = channels_last_views(x.shape, y.shape, x.dtype)
+        problem = problem_of(x, w, y, geometry, group, transpose)
     run = execution(problem, engine, backend, **overrides)
     x_strides = element_strides(x)
     padding_taps = not transpose and conv_reaching_taps(geometry) != geometry.kernel_shape
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
                 element_strides(y), readable_extent(x),
-                np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps)
+                np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
+                channels_last)
+
+
+def channels_last_views(x_shape, y_shape, dtype):
+    """Fresh channels-last arrays for x and y, as (N, C, D...) views (uninitialised)."""
+    def view(shape):
+        return np.moveaxis(np.empty((shape[0],) + tuple(shape[2:]) + (shape[1],), dtype), -1, 1)
+
+    return view(x_shape), view(y_shape)
+
+
+def channels_last_copy(family, x, x_view):
+    """Fill ``x_view`` (from channels_last_views) with ``x``, plane by plane."""
+    batch, channels = x.shape[:2]
+    load().transpose_planes(family, np.ascontiguousarray(x.reshape(batch, channels, -1)),
+                            np.moveaxis(x_view, 1, -1).reshape(batch, -1, channels))
+
+
+def channels_first_copy(family, y_view, y):
+    """Fill ``y`` with ``y_view`` (from channels_last_views), plane by plane."""
+    batch, channels = y.shape[:2]
+    planes = y.reshape(batch, channels, -1) if y.flags.c_contiguous else np.empty(
+        (batch, channels, math.prod(y.shape[2:])), y.dtype)
+    load().transpose_planes(family, np.moveaxis(y_view, 1, -1).reshape(batch, -1, channels),
+                            planes)
+    if not y.flags.c_contiguous:
+        np.copyto(y, planes.reshape(y.shape))
 
 
 def folds_batch(geometry, batch):
@@ -272,6 +304,10 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     result = y
     if call.fold:
         x, w, y = folded(x, w, y)
+    if call.channels_last:
+        x_view, y = channels_last_views(x.shape, y.shape, x.dtype)
+        channels_last_copy(decision.row_family, x, x_view)
+        x = x_view
     threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
     b_acc = None
     if b is not None and (decision.engine == "gemm" or decision.channel_vectors):
@@ -296,6 +332,9 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         _run_direct(arrays, run, threads)
     else:
         _run_gemm(arrays, run, threads, finite=False)
+    if call.channels_last:
+        channels_first_copy(decision.row_family, y, result)
+        y = result
     if call.padding_taps:
         _poison_padding_taps(w, y, call.geometry)
     return result
@@ -467,6 +506,7 @@ class Explanation:
     decision: _dispatch.Decision
     plan: object
     threads: int
+    channels_last_copies: bool = False  # see convt._dispatch.channels_last_route
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -480,6 +520,10 @@ class Explanation:
             f"  {problem.multiply_adds():,} multiply-adds; accumulation in "
             f"{decision.accumulation.name}",
         ]
+        if self.channels_last_copies:
+            lines.append("  channels-last copies: a depthwise map of at most "
+                         f"CHANNELS_LAST_MAX_OUTPUTS={_dispatch.CHANNELS_LAST_MAX_OUTPUTS} outputs "
+                         "runs as channels-last rows, x and y transposed around them")
         lines += [f"  {reason}" for reason in decision.reasons]
         if decision.engine == "gemm":
             blocking = decision.blocking
@@ -583,8 +627,12 @@ def explain(layer, x_shape, w_shape, dtype=None):
         x_spatially_contiguous=not channels_last or in_channels <= 1,
         channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),
         transpose=transpose)
+    copies = _dispatch.channels_last_route(problem)
+    if copies:  # as prepare: the problem of the channels-last copies
+        problem = replace(problem, channels_innermost=True, x_spatially_contiguous=False,
+                          y_rows_contiguous=False)
     run = execution(problem)
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
                                         problem.multiply_adds())
-    return Explanation(problem, run.decision, run.plan, threads)
+    return Explanation(problem, run.decision, run.plan, threads, copies)
 

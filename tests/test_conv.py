@@ -435,7 +435,7 @@ STENCIL_CASES = {
     "1d_depthwise": ((3, 5, 200), (5, 1, 7), dict(group=5, pads=(3, 3))),
     # more blocks than work items: an item runs blocks of several channels (and, in
     # 3-D, outer taps) in turn, each with its own weights
-    "items_span_channels": ((2, 300, 5, 9), (300, 1, 3, 3), dict(group=300, pads=(1, 1, 1, 1))),
+    "items_span_channels": ((2, 300, 17, 17), (300, 1, 3, 3), dict(group=300, pads=(1, 1, 1, 1))),
     "3d_items_span_channels": ((1, 130, 3, 4, 9), (260, 1, 2, 3, 3),
                                dict(group=130, pads=(1, 1, 1, 0, 1, 1))),
 }
@@ -506,6 +506,56 @@ def test_stencil_blocks_are_not_used_where_they_do_not_apply():
     assert rows((1, 8, 30, 30), (8, 2, 3, 3), group=4) == 0  # two input channels per group
     assert rows((1, 2, 30, 30), (16, 1, 3, 3), group=2) == 0  # 8 outputs per group
     assert rows((1, 8, 30, 30), (8, 1, 3, 3), "float16", group=8) == 0  # converted rows
+
+
+# --- small depthwise maps: channels-last copies ------------------------------------
+
+CHANNELS_LAST_CASES = {
+    # (x shape, w shape, params): depthwise, at most CHANNELS_LAST_MAX_OUTPUTS outputs
+    "depthwise_14x14_k3": ((2, 16, 14, 14), (16, 1, 3, 3), dict(group=16, pads=(1, 1, 1, 1))),
+    "strided_dilated_uneven_pads": ((1, 24, 19, 17), (24, 1, 5, 3),
+                                    dict(group=24, strides=(2, 2), dilations=(1, 2),
+                                         pads=(2, 1, 3, 0))),
+    "3d": ((1, 8, 5, 6, 7), (8, 1, 3, 3, 3), dict(group=8, pads=(1,) * 6)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CHANNELS_LAST_CASES))
+def test_small_depthwise_maps_run_on_channels_last_copies(name, dtype):
+    x_shape, w_shape, params = CHANNELS_LAST_CASES[name]
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    layer = Conv(**params)
+    assert explain(layer, x_shape, w_shape, dtype).channels_last_copies
+    y = layer.apply(x, w, b)
+    assert_conv_matches_reference(y, x, w, b, **params)
+    out = np.full_like(y, np.nan)
+    assert layer.apply(x, w, b, out=out) is out
+    np.testing.assert_array_equal(out, y)
+    # channel planes a stride apart, and a repeated (remembered) call
+    np.testing.assert_array_equal(layer.apply(np.repeat(x, 2, axis=1)[:, ::2], w, b), y)
+    np.testing.assert_array_equal(layer.apply(x, w, b), y)
+    # a non-finite weight multiplies the padding too, as the text's zeros do
+    w[0].flat[0] = np.inf
+    with np.errstate(invalid="ignore"):
+        expected = reference_conv(x, w, b, **params)
+    np.testing.assert_array_equal(np.isnan(layer.apply(x, w, b)), np.isnan(expected))
+
+
+def test_channels_last_copies_are_not_used_where_they_do_not_apply():
+    def copies(x_shape, w_shape, **params):
+        return explain(Conv(**params), x_shape, w_shape).channels_last_copies
+
+    assert copies((1, 8, 16, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))
+    assert not copies((1, 8, 17, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))  # 272 outputs
+    assert not copies((1, 4, 8, 8), (4, 1, 3, 3), group=4)  # fewer channels than lanes
+    assert not copies((1, 8, 8, 8), (16, 1, 3, 3), group=8)  # two outputs per channel
+    assert not copies((1, 8, 8, 8), (8, 2, 3, 3), group=4)  # not depthwise
+    assert not copies((1, 8, 64), (8, 1, 3), group=8)  # 1-D rows: the stencil's own
+    assert not copies((1, 8, 8, 8), (8, 1, 3, 3), group=8, data_format="NXC")  # already
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
