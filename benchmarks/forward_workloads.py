@@ -87,7 +87,8 @@ FORWARD_WORKLOADS = (
 )
 
 # Layers people run beyond the table: network stems on RGB input, small maps with
-# many channels, grouped, dilated and strided convolutions, odd kernels and strides,
+# many channels (MobileNet's late depthwise layers among them), grouped, dilated and
+# strided convolutions, odd kernels and strides,
 # batched 1-D signals, strided 3-D encoders, narrow and wide dtypes, a tiny call and
 # the few-channel large-kernel layers of super-resolution and image filtering.
 EXTENDED_FORWARD_WORKLOADS = (
@@ -100,6 +101,8 @@ EXTENDED_FORWARD_WORKLOADS = (
     ForwardWorkload("shortcut2d_k1s2", "float32", 1, 256, 512, (56, 56), 1, 2, 0),
     ForwardWorkload("depthwise2d_k3s2", "float32", 1, 96, 96, (112, 112), 3, 2, 1, group=96),
     ForwardWorkload("depthwise2d_k5", "float32", 1, 240, 240, (28, 28), 5, 1, 2, group=240),
+    ForwardWorkload("depthwise2d_k3_14x14", "float32", 1, 576, 576, (14, 14), 3, 1, 1, group=576),
+    ForwardWorkload("depthwise2d_k3_7x7", "float32", 1, 960, 960, (7, 7), 3, 1, 1, group=960),
     ForwardWorkload("unet2d_k5", "float32", 1, 32, 32, (128, 128), 5, 1, 2),
     ForwardWorkload("srcnn2d_k9_in", "float32", 1, 1, 64, (128, 128), 9, 1, 4),
     ForwardWorkload("srcnn2d_k5_out", "float32", 1, 32, 1, (128, 128), 5, 1, 2),
