@@ -210,11 +210,11 @@ CHANNEL_ROW_MIN_CHANNELS = 8
 # channels as vector lanes, and y is transposed back.  A stencil block is one
 # channel's 4 output rows, and on small maps each costs about 120 ns whatever its
 # few outputs.  Output planes of at most this many positions take the route: on
-# 1 Zen 3 thread (copies included; stencil or GEMM path before) 3x3 on 14x14 x 576
-# 0.27 -> 0.20 ms, on 7x7 x 960 0.22 -> 0.12 ms, 5x5 on 14x14 x 480 0.47 -> 0.28 ms,
-# on 7x7 x 1152 0.40 -> 0.21 ms, 3x3 s2 from 28x28 x 192 0.17 -> 0.12 ms; with
-# 28x28 outputs the stencil's rows are long enough (3x3: equal, 5x5: 0.47 against
-# 0.52 ms channels-last).
+# 1 Zen 3 thread (copies included; stencil or GEMM path before; the best of
+# interleaved runs) 3x3 on 14x14 x 576 0.27 -> 0.20 ms, on 7x7 x 960 0.22 -> 0.12
+# ms, 5x5 on 14x14 x 480 0.33 -> 0.30 ms, 3x3 s2 from 28x28 x 192 0.17 -> 0.12 ms;
+# with 28x28 outputs the stencil's rows are long enough (3x3: equal, 5x5: 0.47
+# against 0.52 ms channels-last).
 CHANNELS_LAST_MAX_OUTPUTS = 256
 # The route's two transposed copies (x and y) take at most this many bytes, so a
 # call's extra memory stays bounded whatever the batch.

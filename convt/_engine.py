@@ -204,7 +204,7 @@ class Call:
     x_channel_offsets: np.ndarray
     fold: bool = False           # images run as a leading axis (see folds_batch)
     padding_taps: bool = False   # Conv taps that read only padding (see _poison_padding_taps)
-    channels_last: bool = False  # x and y run as channels-last copies (channels_last_copies)
+    channels_last: bool = False  # x and y run as channels-last copies (channels_last_views)
 
 
 def _grouped_weight(w, group, channels, transpose):
