@@ -175,7 +175,7 @@ def transpose_planes(str family, src, dst):
     """``dst[n] = src[n].T`` for every ``n``, exactly, by the family's transpose kernels:
     ``src`` (N, R, C) and ``dst`` (N, C, R), C-contiguous, of one dtype (float32 or
     float64).  Channels-first planes to channels-last rows and back (see
-    convt._dispatch.channels_last_route)."""
+    convt._dispatch.channels_last_problem)."""
     cdef Kernels kernels = kernels_named(family)
     cdef Py_ssize_t n, count = src.shape[0], rows = src.shape[1], cols = src.shape[2]
     cdef Py_ssize_t plane = rows * cols

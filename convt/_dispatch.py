@@ -221,21 +221,26 @@ CHANNELS_LAST_MAX_OUTPUTS = 256
 CHANNELS_LAST_MAX_BYTES = 8 << 20
 
 
-def channels_last_route(problem):
-    """Whether a channels-first Conv runs channels-last (CHANNELS_LAST_MAX_OUTPUTS):
-    depthwise with one output per channel, at least CHANNEL_ROW_MIN_CHANNELS
-    channels, 2 or more spatial axes, contiguous planes of the accumulation type,
-    small output planes, and copies within CHANNELS_LAST_MAX_BYTES."""
+def channels_last_problem(problem):
+    """The problem of a channels-first Conv run on channels-last copies of x and y
+    (CHANNELS_LAST_MAX_OUTPUTS), or None: 2 or more spatial axes, contiguous planes
+    of the accumulation type, small output planes, copies within
+    CHANNELS_LAST_MAX_BYTES, and the copies' rows summed with the channels as vector
+    lanes (Problem.channel_vectors: depthwise, enough channels)."""
     geometry = problem.geometry
-    if (problem.transpose or problem.channels_innermost or problem.cg != 1 or problem.mg != 1
-            or problem.out_channels < CHANNEL_ROW_MIN_CHANNELS or geometry.ndim < 2
+    if (problem.transpose or problem.channels_innermost or geometry.ndim < 2
             or problem.dtype != problem.accumulation or not problem.x_spatially_contiguous
             or not problem.y_rows_contiguous
             or math.prod(geometry.output_shape) > CHANNELS_LAST_MAX_OUTPUTS):
-        return False
+        return None
     positions = math.prod(geometry.input_shape) + math.prod(geometry.output_shape)
     copies = problem.batch * problem.out_channels * positions * np.dtype(problem.dtype).itemsize
-    return copies <= CHANNELS_LAST_MAX_BYTES
+    if copies > CHANNELS_LAST_MAX_BYTES:
+        return None
+    copied = replace(problem, channels_innermost=True,
+                     x_spatially_contiguous=problem.in_channels <= 1,
+                     y_rows_contiguous=problem.out_channels <= 1)
+    return copied if copied.channel_vectors() else None
 
 
 # --- limits ------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -228,7 +228,7 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
         geometry = folded_geometry(geometry, batch)
     problem = problem_of(x, w, y, geometry, group, transpose)
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
-    channels_last = engine is None and _dispatch.channels_last_route(problem)
+    channels_last = engine is None and _dispatch.channels_last_problem(problem) is not None
     if channels_last:  # plan for the copies' layout: strides are all a plan reads of them
         x, y = channels_last_views(x.shape, y.shape, x.dtype)
         problem = problem_of(x, w, y, geometry, group, transpose)
@@ -506,7 +506,7 @@ class Explanation:
     decision: _dispatch.Decision
     plan: object
     threads: int
-    channels_last_copies: bool = False  # see convt._dispatch.channels_last_route
+    channels_last_copies: bool = False  # see convt._dispatch.channels_last_problem
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -627,12 +627,10 @@ def explain(layer, x_shape, w_shape, dtype=None):
         x_spatially_contiguous=not channels_last or in_channels <= 1,
         channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),
         transpose=transpose)
-    copies = _dispatch.channels_last_route(problem)
-    if copies:  # as prepare: the problem of the channels-last copies
-        problem = replace(problem, channels_innermost=True, x_spatially_contiguous=False,
-                          y_rows_contiguous=False)
+    copied = _dispatch.channels_last_problem(problem)
+    problem = copied or problem
     run = execution(problem)
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
                                         problem.multiply_adds())
-    return Explanation(problem, run.decision, run.plan, threads, copies)
+    return Explanation(problem, run.decision, run.plan, threads, copied is not None)
 

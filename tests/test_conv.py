@@ -556,6 +556,8 @@ def test_channels_last_copies_are_not_used_where_they_do_not_apply():
     assert not copies((1, 8, 8, 8), (8, 2, 3, 3), group=4)  # not depthwise
     assert not copies((1, 8, 64), (8, 1, 3), group=8)  # 1-D rows: the stencil's own
     assert not copies((1, 8, 8, 8), (8, 1, 3, 3), group=8, data_format="NXC")  # already
+    # rows of 128 positions x 2100 channels: beyond CHANNEL_ROW_MAX, no channels-last rows
+    assert not copies((1, 2100, 2, 128), (2100, 1, 1, 1), group=2100)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
