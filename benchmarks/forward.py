@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engines as table_engines  # noqa: E402
 from forward_workloads import MEMORY_WORKLOADS, SETS, by_name, make_inputs  # noqa: E402
-from machine import usable_cores  # noqa: E402
+from machine import cpu_description, cpu_line, usable_cores  # noqa: E402
 from workers import TaskFailed, Worker, WorkerFailed, describe_failure  # noqa: E402
 
 ENGINES = ("convt", "torch", "onnxruntime", "openvino")
@@ -384,7 +384,8 @@ def report(runs, memory, workloads, engines):
     counts = sorted(runs, reverse=True)
     parts = [
         f"# Forward Conv, {datetime.date.today()}, {' and '.join(map(str, counts))} thread(s)",
-        f"{os.uname().machine}, {os.cpu_count()} CPUs visible; {versions}. Each engine in its "
+        f"CPU: {cpu_line(cpu_description())}; {os.uname().machine}, {os.cpu_count()} CPUs "
+        f"visible; {versions}; convt source at `{table_engines.convt_revision()}`. Each engine in its "
         f"own worker process, timed in turn (the order rotating every round) after the workers "
         f"went idle and one priming call; medians of the timed calls; (f32): computed in "
         f"float32, not counted as the fastest float64 engine.",
