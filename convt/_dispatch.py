@@ -243,6 +243,42 @@ def channels_last_problem(problem):
     return copied if copied.channel_vectors() else None
 
 
+# --- Winograd ---------------------------------------------------------------
+# float32 Conv with 3x3 kernels, stride 1 and no dilation runs Winograd F(2x2, 3x3)
+# (convt/_winograd.py), as does such a ConvTranspose without output padding (the
+# Conv with the flipped kernel): 16 products per 2x2 outputs and input channel
+# instead of 36, for transforms that only add.  Its float32 error against float64 (3x3 64->64
+# on 56x56: largest 2.7e-5, RMS 4.9e-6) stays below that of engines summing the
+# 576 products in one run (PyTorch 1.2e-4 / 1.0e-5), though above the GEMM
+# engine's blocked sums (2.2e-5 / 3.7e-6).  It needs channels to amortise the
+# transforms and tiles to amortise streaming the 16 transformed weight matrices.
+# On 1 Zen 3 thread (in-process A/B, medians): 64 -> 64 on 56x56 1.4x, 32 -> 32 on
+# 112x112 1.6x, 128 on 28x28 1.1x, 256 on 14x14 1.08x faster than the GEMM engine;
+# 16 -> 16 on 128x128 0.75x; 512 on 7x7 (16 tiles) streams 16 MiB of weights for
+# 64 outputs per channel, slower than the 9 MiB of the GEMM's.
+WINOGRAD_MIN_CHANNELS = 32      # input and output channels per group, at least
+WINOGRAD_MIN_TILES = 64         # 2x2 output tiles per image, at least
+WINOGRAD_TILES = 64             # tiles per block (the GEMM's positions): bounds buffers
+WINOGRAD_CHANNEL_CHUNK = 64     # input channels transformed at once
+WINOGRAD_OUT_CHUNK = 64         # output channels per work item (rounded to row blocks)
+
+
+def winograd_route(problem, decision):
+    """Whether a call runs Winograd F(2x2, 3x3): a float32 Conv or ConvTranspose (2-D,
+    3x3, stride 1, no dilation, no output padding) on the GEMM engine with a compiled
+    kernel set, enough channels per group and enough tiles (WINOGRAD_MIN_CHANNELS,
+    WINOGRAD_MIN_TILES)."""
+    geometry = problem.geometry
+    if (geometry.ndim != 2 or geometry.kernel_shape != (3, 3) or any(geometry.output_padding)
+            or geometry.strides != (1, 1) or geometry.dilations != (1, 1)
+            or problem.dtype != np.float32 or decision.engine != "gemm"
+            or decision.kernel_set == "blas"
+            or min(problem.cg, problem.mg) < WINOGRAD_MIN_CHANNELS):
+        return False
+    rows, cols = ((size + 1) // 2 for size in geometry.output_shape)
+    return rows * cols >= WINOGRAD_MIN_TILES
+
+
 # --- limits ------------------------------------------------------------------
 # Work refused before it starts: 2^50 multiply-adds take hours on any CPU
 # (about 3 h at 100 GFLOP/s), so such a call is a mistake in its attributes.
@@ -759,7 +795,8 @@ def tuning():
             PAIR_PACK_MIN_BLOCKS, SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT,
             SUM_BLOCK_FEW_CHANNELS,
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS, CHANNELS_LAST_MAX_OUTPUTS,
-            CHANNELS_LAST_MAX_BYTES)
+            CHANNELS_LAST_MAX_BYTES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, WINOGRAD_TILES,
+            WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _environ, _records, _weight_cache
+from . import _dispatch, _environ, _records, _weight_cache, _winograd
 from ._compiled import load
 from ._geometry import Geometry
 from ._plan import conv_reaching_taps, direct_plan, gemm_plan
@@ -205,6 +205,7 @@ class Call:
     fold: bool = False           # images run as a leading axis (see folds_batch)
     padding_taps: bool = False   # Conv taps that read only padding (see _poison_padding_taps)
     channels_last: bool = False  # x and y run as channels-last copies (channels_last_views)
+    winograd: object = None      # convt._winograd.WinogradRun when Winograd serves the call
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -235,11 +236,13 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     run = execution(problem, engine, backend, **overrides)
     x_strides = element_strides(x)
     padding_taps = not transpose and conv_reaching_taps(geometry) != geometry.kernel_shape
+    winograd = (_winograd.plan(problem, run.decision) if engine is None and not overrides
+                and _dispatch.winograd_route(problem, run.decision) else None)
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
                 element_strides(y), readable_extent(x),
                 np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
-                channels_last)
+                channels_last, winograd)
 
 
 def channels_last_views(x_shape, y_shape, dtype):
@@ -302,6 +305,12 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         return y
     run, decision = call.run, call.run.decision
     result = y
+    if call.winograd is not None:
+        winograd = call.winograd
+        threads = _dispatch.resolve_threads(num_threads, winograd.work_items,
+                                            winograd.multiply_adds)
+        if _winograd.run(winograd, x, w, b, y, call.geometry, call.group, threads):
+            return result
     if call.fold:
         x, w, y = folded(x, w, y)
     if call.channels_last:
@@ -507,6 +516,7 @@ class Explanation:
     plan: object
     threads: int
     channels_last_copies: bool = False  # see convt._dispatch.channels_last_problem
+    winograd: object = None  # convt._winograd.WinogradRun when Winograd serves the call
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -524,6 +534,15 @@ class Explanation:
             lines.append("  channels-last copies: a depthwise map of at most "
                          f"CHANNELS_LAST_MAX_OUTPUTS={_dispatch.CHANNELS_LAST_MAX_OUTPUTS} outputs "
                          "runs as channels-last rows, x and y transposed around them")
+        if self.winograd is not None:
+            layout = self.winograd.layout
+            lines.append(
+                f"  winograd F(2x2, 3x3): 16 products per 2x2 outputs and input channel, "
+                f"blocks of {layout['tile_rows']} x {layout['tiles']} tiles, input channels "
+                f"{layout['channel_chunk']} at a time (blocked sums of {layout['block']}), "
+                f"{layout['out_chunk']} output channels per item, "
+                f"{self.winograd.work_items} work items, kernel set {self.winograd.family}; "
+                "non-finite weights, inputs or outputs: the GEMM engine below")
         lines += [f"  {reason}" for reason in decision.reasons]
         if decision.engine == "gemm":
             blocking = decision.blocking
@@ -632,5 +651,10 @@ def explain(layer, x_shape, w_shape, dtype=None):
     run = execution(problem)
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
                                         problem.multiply_adds())
-    return Explanation(problem, run.decision, run.plan, threads, copied is not None)
+    winograd = (_winograd.plan(problem, run.decision)
+                if _dispatch.winograd_route(problem, run.decision) else None)
+    if winograd is not None:
+        threads = _dispatch.resolve_threads(layer._attributes().num_threads,
+                                            winograd.work_items, winograd.multiply_adds)
+    return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd)
 

@@ -290,3 +290,24 @@ cdef struct TileSpan:
     Py_ssize_t end_block
     Py_ssize_t first_row               # their rows [first_row, end_row)
     Py_ssize_t end_row
+
+
+# Winograd F(2x2, 3x3) transforms (convt/src/winograd.h).
+cdef extern from "winograd.h" nogil:
+    ctypedef struct convt_winograd_block:
+        Py_ssize_t rows
+        Py_ssize_t tiles
+        Py_ssize_t top
+        Py_ssize_t left
+        Py_ssize_t capacity
+    ctypedef struct convt_winograd_plane:
+        Py_ssize_t height
+        Py_ssize_t width
+        Py_ssize_t row_stride
+        Py_ssize_t col_stride
+    int CONVT_WINOGRAD_MAX_TILES
+    int convt_winograd_input_f32(const convt_winograd_block*, const convt_winograd_plane*,
+                                 const float*, Py_ssize_t, Py_ssize_t, float*)
+    int convt_winograd_output_f32(const convt_winograd_block*, Py_ssize_t, Py_ssize_t,
+                                  const convt_winograd_plane*, const float*, Py_ssize_t,
+                                  const float*, float*, Py_ssize_t)

@@ -78,6 +78,7 @@ include "_pack.pxi"
 include "_direct.pxi"
 include "_channels.pxi"
 include "_stencil.pxi"
+include "_winograd.pxi"
 include "_testing.pxi"
 
 _check_records()

@@ -1,0 +1,166 @@
+# Winograd F(2x2, 3x3) engine for float32 Conv (stride 1, no dilation): each
+# work item is one image, group, block of tiles and chunk of output channels.
+# It transforms the block's inputs a chunk of input channels at a time
+# (convt/src/winograd.c), sums the 16 products with the kernel set's GEMM
+# micro-kernels (rows: output channels, vectors: tiles; blocked sums as in the
+# GEMM engine), then transforms the products into y.  Work items never depend
+# on the thread count, so results are bitwise identical for every num_threads.
+
+
+cdef struct WinogradJob:
+    const float* x
+    float* y
+    const float* packed         # [group][16][mg][cg] in row blocks of mr: see pack_winograd
+    const float* bias           # (M,) float32 or NULL
+    const convt_kernels_f32* kernels
+    const Py_ssize_t* offsets   # [k] = k * capacity, k < channel_chunk
+    float* workspace            # per thread: 16 x channel_chunk x capacity, then 16 x
+                                # out_chunk x capacity
+    Py_ssize_t per_thread
+    Py_ssize_t x_strides[4]
+    Py_ssize_t y_strides[4]
+    Py_ssize_t groups, cg, mg
+    Py_ssize_t height, width, out_height, out_width, pad_top, pad_left
+    Py_ssize_t tile_rows        # R per block
+    Py_ssize_t tiles            # tile columns per block
+    Py_ssize_t row_blocks, column_blocks, out_chunks
+    Py_ssize_t capacity, channel_chunk, out_chunk, block
+    int* non_finite             # [threads]
+    Signals* signals
+
+
+cdef void winograd_products(const WinogradJob* job, const float* v, float* m,
+                            Py_ssize_t g, Py_ssize_t m0, Py_ssize_t mc, Py_ssize_t c0,
+                            Py_ssize_t cc, Py_ssize_t used) noexcept nogil:
+    """m[xi][j][t] (+)= sum over c < cc of U[xi][m0 + j][c0 + c] v[xi][c][t]."""
+    cdef const convt_kernels_f32* k = job.kernels
+    cdef Py_ssize_t mr = k.mr, nr = k.nr
+    cdef Py_ssize_t xi, j, rows, t, cap = job.capacity
+    cdef const float* a
+    cdef int accumulate = c0 > 0
+    for xi in range(16):
+        j = 0
+        while j < mc:
+            rows = min(mr, mc - j)
+            # row block of U: [cg][rows] from the block's first row, at channel c0
+            a = job.packed + ((g * 16 + xi) * job.mg + m0 + j) * job.cg + c0 * rows
+            t = 0
+            while t + nr <= used or (t < used and k.half[0] == NULL):  # (capacity: nr x)
+                k.gemm[rows - 1](cc, job.block, a, v + xi * cc * cap + t, job.offsets,
+                                 m + (xi * mc + j) * cap + t, cap, accumulate, NULL)
+                t += nr
+            while t < used:  # half panels (capacity is a multiple of nr / 2 with them)
+                k.half[rows - 1](cc, job.block, a, v + xi * cc * cap + t, job.offsets,
+                                 m + (xi * mc + j) * cap + t, cap, accumulate, NULL)
+                t += nr // 2
+            j += rows
+
+
+cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const WinogradJob* job = <const WinogradJob*>context
+    cdef Py_ssize_t rest = index, n, g, rb, cb, oc, m0, mc, c0, cc, used
+    cdef convt_winograd_block block
+    cdef convt_winograd_plane x_plane, y_plane
+    cdef float* v = job.workspace + slot * job.per_thread
+    cdef float* m = v + 16 * job.channel_chunk * job.capacity
+    cdef const float* xg
+    cdef int bad = 0
+    if stopped(job.signals, slot):
+        return
+    oc = rest % job.out_chunks
+    rest //= job.out_chunks
+    cb = rest % job.column_blocks
+    rest //= job.column_blocks
+    rb = rest % job.row_blocks
+    rest //= job.row_blocks
+    g = rest % job.groups
+    n = rest // job.groups
+    block.tiles = min(job.tiles, (job.out_width + 1) // 2 - cb * job.tiles)
+    block.rows = min(job.tile_rows, (job.out_height + 1) // 2 - rb * job.tile_rows)
+    block.top = 2 * rb * job.tile_rows - job.pad_top
+    block.left = 2 * cb * job.tiles - job.pad_left
+    block.capacity = job.capacity
+    used = block.rows * block.tiles
+    x_plane.height = job.height
+    x_plane.width = job.width
+    x_plane.row_stride = job.x_strides[2]
+    x_plane.col_stride = job.x_strides[3]
+    y_plane.height = job.out_height
+    y_plane.width = job.out_width
+    y_plane.row_stride = job.y_strides[2]
+    y_plane.col_stride = job.y_strides[3]
+    m0 = oc * job.out_chunk
+    mc = min(job.out_chunk, job.mg - m0)
+    xg = job.x + n * job.x_strides[0] + g * job.cg * job.x_strides[1]
+    c0 = 0
+    while c0 < job.cg:
+        cc = min(job.channel_chunk, job.cg - c0)
+        bad |= convt_winograd_input_f32(&block, &x_plane, xg + c0 * job.x_strides[1],
+                                        job.x_strides[1], cc, v)
+        winograd_products(job, v, m, g, m0, mc, c0, cc, used)
+        c0 += cc
+    bad |= convt_winograd_output_f32(
+        &block, 2 * rb * job.tile_rows, 2 * cb * job.tiles, &y_plane, m, mc,
+        job.bias + g * job.mg + m0 if job.bias != NULL else NULL,
+        job.y + n * job.y_strides[0] + (g * job.mg + m0) * job.y_strides[1], job.y_strides[1])
+    if bad:
+        job.non_finite[slot] = 1
+
+
+def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
+                  int num_threads):
+    """Fill ``y`` with Conv(x, w, b) by Winograd F(2x2, 3x3) on ``num_threads`` pool
+    threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides,
+    ``packed`` from pack_winograd, ``b`` float32 (M,) or None, ``pads`` (top, left),
+    ``layout`` a dict of the blocking (convt._winograd_plan).  Returns False when a
+    transformed input or an output was not finite (y then holds no defined values):
+    the caller computes such calls by an engine that follows the definition's
+    arithmetic."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef WinogradJob job
+    cdef Signals signals = signals_for_this_call()
+    cdef Py_ssize_t i, items
+    cdef int threads = max(1, num_threads)
+    job.kernels = kernels.f32
+    job.x = <const float*>data_of(x)
+    job.y = <float*>data_of(y)
+    job.packed = <const float*>data_of(packed)
+    job.bias = <const float*>data_of(b)
+    for i in range(4):
+        job.x_strides[i] = x.strides[i] // 4
+        job.y_strides[i] = y.strides[i] // 4
+    job.groups = groups
+    job.cg = x.shape[1] // groups
+    job.mg = y.shape[1] // groups
+    job.height, job.width = x.shape[2], x.shape[3]
+    job.out_height, job.out_width = y.shape[2], y.shape[3]
+    job.pad_top, job.pad_left = pads
+    job.tile_rows = layout["tile_rows"]
+    job.tiles = layout["tiles"]
+    job.capacity = layout["capacity"]
+    job.channel_chunk = layout["channel_chunk"]
+    job.out_chunk = layout["out_chunk"]
+    job.block = layout["block"]
+    # ceiling divisions (cdivision: C's / truncates toward zero, so no -(-a // b))
+    job.row_blocks = ((job.out_height + 1) // 2 + job.tile_rows - 1) // job.tile_rows
+    job.column_blocks = ((job.out_width + 1) // 2 + job.tiles - 1) // job.tiles
+    job.out_chunks = (job.mg + job.out_chunk - 1) // job.out_chunk
+    job.per_thread = 16 * (job.channel_chunk + job.out_chunk) * job.capacity
+    if (job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
+            or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
+            or x.dtype != np.float32
+            or y.dtype != np.float32 or packed.dtype != np.float32
+            or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
+        raise ValueError("winograd_conv: inconsistent blocking or operands")
+    items = x.shape[0] * groups * job.row_blocks * job.column_blocks * job.out_chunks
+    workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
+    offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
+    flags = np.zeros(threads, dtype=np.intc)
+    job.workspace = <float*>data_of(workspace)
+    job.offsets = <const Py_ssize_t*>data_of(offsets)
+    job.non_finite = <int*>data_of(flags)
+    job.signals = &signals
+    with nogil:
+        convt_run(winograd_task, &job, items, threads)
+    raise_if_stopped(&signals)
+    return not flags.any()

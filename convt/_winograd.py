@@ -1,0 +1,122 @@
+"""Winograd F(2x2, 3x3) for float32 Conv (and stride-1 ConvTranspose, the Conv with
+the flipped kernel): blocking, transformed weights, the call.
+
+The rule that picks it is :func:`convt._dispatch.winograd_route`; the transforms
+are convt/src/winograd.c and the driver ``winograd_conv`` in _winograd.pxi.  The
+weights are transformed in float64 (U = G g G^T, rounded once to float32),
+packed in the kernel set's row blocks, and remembered between calls by
+convt._weight_cache (reused only for bitwise-equal weights).  Non-finite
+weights, inputs or outputs send the call to the GEMM engine, whose arithmetic
+follows the definition's products one by one (0 x Inf is NaN where it says).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dispatch, _weight_cache
+from ._compiled import load
+
+# G of F(2x2, 3x3): U = G g G^T for each 3x3 kernel g (exact in float64).
+G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+@dataclass(frozen=True, eq=False)
+class WinogradRun:
+    """How a Winograd call is blocked (see winograd_conv in _winograd.pxi); one per
+    prepared call, also the weight cache's key."""
+
+    family: str          # kernel set of the products' GEMM micro-kernels
+    transpose: bool      # a ConvTranspose: the Conv with the flipped kernel
+    mr: int              # its rows per block: the packing's row blocks
+    layout: dict         # tile_rows, tiles, capacity, channel_chunk, out_chunk, block
+    work_items: int
+    multiply_adds: int   # the GEMM's, for the thread count
+
+
+def plan(problem, decision):
+    """The WinogradRun of a problem that winograd_route accepts."""
+    family = decision.kernel_set
+    mr, nr = next((entry["f32"][0], entry["f32"][1]) for entry in load().families()
+                  if entry["name"] == family)
+    out_rows, out_cols = ((size + 1) // 2 for size in problem.geometry.output_shape)
+    tiles = min(out_cols, _dispatch.WINOGRAD_TILES)
+    tile_rows = max(1, min(out_rows, _dispatch.WINOGRAD_TILES // tiles))
+    panel = nr // 2 if decision.half_panels else nr  # the narrowest kernel call
+    capacity = -(-tile_rows * tiles // panel) * panel
+    chunks = -(-problem.mg // _dispatch.WINOGRAD_OUT_CHUNK)  # equal chunks of row blocks
+    out_chunk = min(problem.mg, -(-(-(-problem.mg // chunks)) // mr) * mr)
+    cg = problem.cg
+    block = (_dispatch.SUM_BLOCK_SHALLOW if cg <= _dispatch.SUM_BLOCK_SPLIT
+             else _dispatch.SUM_BLOCK_DEEP)
+    layout = dict(tile_rows=tile_rows, tiles=tiles, capacity=capacity,
+                  channel_chunk=min(cg, _dispatch.WINOGRAD_CHANNEL_CHUNK),
+                  out_chunk=out_chunk, block=block)
+    items = (problem.batch * problem.group * -(-out_rows // tile_rows)
+             * -(-out_cols // tiles) * -(-problem.mg // out_chunk))
+    work = 16 * problem.batch * problem.group * problem.cg * problem.mg * out_rows * out_cols
+    return WinogradRun(family, problem.transpose, mr, layout, items, work)
+
+
+def transformed_weights(w, group, mr):
+    """U = G g G^T of Conv weights ``w`` (M, C/group, 3, 3), packed as the driver reads
+    them: per group and xi (4 i + j), the group's output channels in row blocks of
+    ``mr``, each block [C/group][rows]."""
+    m_total, cg = w.shape[:2]
+    mg = m_total // group
+    u = np.einsum("ik,mckl,jl->ijmc", G, w.astype(np.float64), G).reshape(16, m_total, cg)
+    u = u.astype(np.float32).reshape(16, group, mg, cg).transpose(1, 0, 2, 3)
+    packed = np.empty((group, 16, mg * cg), dtype=np.float32)
+    for start in range(0, mg, mr):
+        rows = min(mr, mg - start)
+        packed[:, :, start * cg:(start + rows) * cg] = (
+            u[:, :, start:start + rows, :].transpose(0, 1, 3, 2).reshape(group, 16, -1))
+    return packed
+
+
+def conv_weights(w, group):
+    """The Conv weights (M, C/group, 3, 3) of ConvTranspose weights ``w`` (C, M/group,
+    3, 3): each group's channel axes swapped, the kernel flipped."""
+    channels, mg = w.shape[:2]
+    cg = channels // group
+    grouped = w.reshape(group, cg, mg, 3, 3).swapaxes(1, 2)[..., ::-1, ::-1]
+    return grouped.reshape(group * mg, cg, 3, 3)
+
+
+@dataclass
+class _Weights:
+    """What convt._weight_cache reads of a call's arrays."""
+
+    w: np.ndarray
+    w_strides: np.ndarray
+
+
+def packed_weights(run, w, group, threads):
+    """The transformed weights of ``w`` for ``run``: remembered for bitwise-equal
+    weights, else made (None when a weight is not finite)."""
+    arrays = _Weights(w, np.array(w.strides, dtype=np.intp))
+    packed, dense = _weight_cache.lookup(run, arrays, True, threads)
+    if packed is not None:
+        return packed
+    if not np.isfinite(w).all():
+        return None
+    packed = transformed_weights(conv_weights(w, group) if run.transpose else w, group, run.mr)
+    if dense is not None:
+        _weight_cache.store(run, arrays, dense, True, packed)
+    return packed
+
+
+def run(winograd, x, w, b, y, geometry, group, threads):
+    """Fill ``y`` with Conv(x, w, b) by Winograd; False (y undefined) when a weight,
+    a transformed input or an output is not finite."""
+    packed = packed_weights(winograd, w, group, threads)
+    if packed is None:
+        return False
+    bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
+    pads = tuple(geometry.pads_begin)
+    if winograd.transpose:  # output o reads input o + pad - k: a Conv padded by 2 - pad
+        pads = tuple(2 - pad for pad in pads)
+    return load().winograd_conv(winograd.family, x, packed, bias, y, group, pads,
+                                winograd.layout, threads)

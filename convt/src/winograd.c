@@ -1,0 +1,145 @@
+/* Winograd F(2x2, 3x3) transforms (see winograd.h): plain C over rows of
+ * tiles, written so that compilers vectorise every inner loop (no reductions
+ * in floating point, no branches in them). */
+#include "winograd.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define NON_FINITE 0x7f800000u  /* a float's exponent bits when it is Inf or NaN */
+
+/* One input row of the block's patches: row `iy` of the plane, columns left ..
+ * left + count - 1, zero outside the plane. */
+static void patch_row(const convt_winograd_plane *plane, const float *x, ptrdiff_t iy,
+                      ptrdiff_t left, ptrdiff_t count, float *row)
+{
+    ptrdiff_t q, start, stop;
+    memset(row, 0, (size_t)count * sizeof *row);
+    if (iy < 0 || iy >= plane->height)
+        return;
+    start = left < 0 ? -left : 0;                       /* first q inside the plane */
+    stop = plane->width - left < count ? plane->width - left : count;
+    x += iy * plane->row_stride + left * plane->col_stride;
+    if (plane->col_stride == 1) {
+        if (stop > start)
+            memcpy(row + start, x + start, (size_t)(stop - start) * sizeof *row);
+    } else {
+        for (q = start; q < stop; ++q)
+            row[q] = x[q * plane->col_stride];
+    }
+}
+
+int convt_winograd_input_f32(const convt_winograd_block *block,
+                             const convt_winograd_plane *plane, const float *x,
+                             ptrdiff_t x_channel, ptrdiff_t channels, float *v)
+{
+    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 2 };
+    const ptrdiff_t tiles = block->tiles, count = 2 * tiles + 2;
+    const ptrdiff_t used = block->rows * tiles, capacity = block->capacity;
+    const ptrdiff_t xi_stride = channels * capacity;
+    float d[4][MAX_COLUMNS], u[4][MAX_COLUMNS];
+    ptrdiff_t c, r, i, q, t;
+    for (c = 0; c < channels; ++c) {
+        const float *xc = x + c * x_channel;
+        float *vc = v + c * capacity;
+        for (r = 0; r < block->rows; ++r) {
+            const ptrdiff_t top = block->top + 2 * r;
+            for (i = 0; i < 4; ++i)
+                patch_row(plane, xc, top + i, block->left, count, d[i]);
+            for (q = 0; q < count; ++q) {  /* B^T d: the patch's rows */
+                u[0][q] = d[0][q] - d[2][q];
+                u[1][q] = d[1][q] + d[2][q];
+                u[2][q] = d[2][q] - d[1][q];
+                u[3][q] = d[1][q] - d[3][q];
+            }
+            for (i = 0; i < 4; ++i) {      /* (B^T d) B: each tile's columns */
+                const float *ui = u[i];
+                float *v0 = vc + (4 * i) * xi_stride + r * tiles;
+                float *v1 = v0 + xi_stride, *v2 = v1 + xi_stride, *v3 = v2 + xi_stride;
+                for (t = 0; t < tiles; ++t) {
+                    const float d0 = ui[2 * t], d1 = ui[2 * t + 1];
+                    const float d2 = ui[2 * t + 2], d3 = ui[2 * t + 3];
+                    v0[t] = d0 - d2;
+                    v1[t] = d1 + d2;
+                    v2[t] = d2 - d1;
+                    v3[t] = d1 - d3;
+                }
+            }
+        }
+        for (i = 0; i < 16; ++i)  /* the panels' padding columns */
+            for (t = used; t < capacity; ++t)
+                vc[i * xi_stride + t] = 0.0f;
+    }
+    return 0;
+}
+
+/* The largest exponent field among o[0 .. count - 1] (NON_FINITE: one is Inf or NaN). */
+static uint32_t exponents(const float *o, ptrdiff_t count)
+{
+    uint32_t largest = 0, bits;
+    ptrdiff_t t;
+    for (t = 0; t < count; ++t) {
+        memcpy(&bits, o + t, sizeof bits);
+        bits &= NON_FINITE;
+        largest = bits > largest ? bits : largest;
+    }
+    return largest;
+}
+
+int convt_winograd_output_f32(const convt_winograd_block *block, ptrdiff_t out_top,
+                              ptrdiff_t out_left, const convt_winograd_plane *plane,
+                              const float *m, ptrdiff_t channels, const float *bias,
+                              float *y, ptrdiff_t y_channel)
+{
+    const ptrdiff_t tiles = block->tiles, capacity = block->capacity;
+    const ptrdiff_t xi_stride = channels * capacity, step = plane->col_stride;
+    /* tiles whose two columns are both inside the plane */
+    const ptrdiff_t whole = (plane->width - out_left) / 2 < tiles ? (plane->width - out_left) / 2
+                                                                   : tiles;
+    float o[4][CONVT_WINOGRAD_MAX_TILES];
+    uint32_t largest = 0;
+    ptrdiff_t c, r, a, t;
+    for (c = 0; c < channels; ++c) {
+        const float add = bias ? bias[c] : 0.0f;
+        for (r = 0; r < block->rows; ++r) {
+            const float *s = m + c * capacity + r * tiles;
+            const ptrdiff_t oy = out_top + 2 * r;
+            for (t = 0; t < tiles; ++t) {
+                /* M A: each row k of M gives p[k] (first column) and q[k] (second) */
+                const float p0 = s[t] + s[xi_stride + t] + s[2 * xi_stride + t];
+                const float q0 = s[xi_stride + t] - s[2 * xi_stride + t] - s[3 * xi_stride + t];
+                const float p1 = s[4 * xi_stride + t] + s[5 * xi_stride + t] + s[6 * xi_stride + t];
+                const float q1 = s[5 * xi_stride + t] - s[6 * xi_stride + t] - s[7 * xi_stride + t];
+                const float p2 = s[8 * xi_stride + t] + s[9 * xi_stride + t] + s[10 * xi_stride + t];
+                const float q2 = s[9 * xi_stride + t] - s[10 * xi_stride + t] - s[11 * xi_stride + t];
+                const float p3 = s[12 * xi_stride + t] + s[13 * xi_stride + t] + s[14 * xi_stride + t];
+                const float q3 = s[13 * xi_stride + t] - s[14 * xi_stride + t] - s[15 * xi_stride + t];
+                o[0][t] = p0 + p1 + p2 + add;  /* A^T (M A) */
+                o[1][t] = q0 + q1 + q2 + add;
+                o[2][t] = p1 - p2 - p3 + add;
+                o[3][t] = q1 - q2 - q3 + add;
+            }
+            for (a = 0; a < 2 && oy + a < plane->height; ++a) {
+                float *row = y + c * y_channel + (oy + a) * plane->row_stride + out_left * step;
+                const float *even = o[2 * a], *odd = o[2 * a + 1];
+                if (step == 1) {
+                    for (t = 0; t < whole; ++t) {
+                        row[2 * t] = even[t];
+                        row[2 * t + 1] = odd[t];
+                    }
+                } else {
+                    for (t = 0; t < whole; ++t) {
+                        row[2 * t * step] = even[t];
+                        row[(2 * t + 1) * step] = odd[t];
+                    }
+                }
+                largest |= exponents(even, whole) | exponents(odd, whole);
+                if (whole < tiles && out_left + 2 * whole < plane->width) {  /* a last column */
+                    row[2 * whole * step] = even[whole];
+                    largest |= exponents(even + whole, 1);
+                }
+            }
+        }
+    }
+    return largest == NON_FINITE;
+}

@@ -1,0 +1,170 @@
+"""Winograd F(2x2, 3x3) for float32 3x3 stride-1 Conv and ConvTranspose
+(convt/_winograd.py): results against the float64 reference, its float32 error
+against a one-run sum's, non-finite values, threads, strides, weight changes."""
+
+import numpy as np
+import pytest
+
+import convt
+from convt import Conv, ConvTranspose, _dispatch, _engine, explain
+from convt._reference import reference_conv
+
+
+def _winograd_runs(layer, x_shape, w_shape):
+    return explain(layer, x_shape, w_shape, np.float32).winograd is not None
+
+
+def _data(x_shape, w_shape, bias_channels, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(bias_channels).astype(np.float32)
+    return x, w, b
+
+
+def _relative_error(y, exact):
+    return float(np.abs(y - exact).max() / np.abs(exact).max())
+
+
+CONV_CASES = [
+    ((1, 64, 56, 56), (64, 64, 3, 3), dict(pads=(1, 1, 1, 1))),
+    ((2, 32, 17, 23), (40, 32, 3, 3), dict(pads=(1, 0, 2, 1))),           # odd sizes, batch
+    ((1, 32, 16, 22), (36, 32, 3, 3), dict(pads=(1, 1, 1, 1))),           # partial blocks
+    ((1, 32, 18, 300), (32, 32, 3, 3), dict(pads=(1, 1, 1, 1))),          # column blocks
+    ((1, 96, 20, 20), (198, 32, 3, 3), dict(pads=(2, 2, 0, 0), group=3)),  # groups, chunks
+    ((1, 130, 20, 21), (70, 130, 3, 3), dict(auto_pad="SAME_LOWER")),    # channel chunks
+    ((1, 32, 19, 19), (32, 32, 3, 3), {}),                                # no padding
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, params", CONV_CASES)
+@pytest.mark.parametrize("family", ["avx2", "portable"])
+def test_conv_matches_the_reference(x_shape, w_shape, params, family, monkeypatch):
+    if family not in {entry["name"] for entry in convt._compiled.load().families()
+                      if entry["available"]}:
+        pytest.skip(f"{family} does not run here")
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, family)
+    layer = Conv(**params)
+    assert _winograd_runs(layer, x_shape, w_shape)
+    x, w, b = _data(x_shape, w_shape, w_shape[0])
+    y = layer.apply(x, w, b)
+    exact = reference_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                           **layer.get_params())
+    assert y.shape == exact.shape
+    assert _relative_error(y, exact) < 2e-6
+
+
+@pytest.mark.parametrize("x_shape, w_shape, params", [
+    ((1, 64, 30, 30), (64, 64, 3, 3), dict(pads=(1, 1, 1, 1))),
+    ((2, 64, 20, 30), (64, 48, 3, 3), dict(pads=(0, 1, 2, 3))),   # pads beyond k - 1 crop
+    ((1, 64, 20, 30), (64, 32, 3, 3), dict(group=2, auto_pad="SAME_UPPER")),
+    ((1, 32, 20, 30), (32, 32, 3, 3), dict(output_shape=(21, 31))),
+])
+def test_conv_transpose_matches_float64(x_shape, w_shape, params):
+    layer = ConvTranspose(**params)
+    assert _winograd_runs(layer, x_shape, w_shape)
+    x, w, b = _data(x_shape, w_shape, w_shape[1] * layer._attributes().group)
+    exact = layer.apply(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
+    y = layer.apply(x, w, b)
+    assert _relative_error(y, exact) < 2e-6
+
+
+def test_error_stays_below_a_one_run_sum():
+    """Engines that sum a Conv's C x 9 products in one run (PyTorch, onnxruntime) have
+    the error the loop below has; Winograd's transforms add a few roundings per value
+    but sum only C products per tile element."""
+    x, w, _ = _data((1, 64, 24, 24), (64, 64, 3, 3), 64, seed=5)
+    layer = Conv(pads=(1, 1, 1, 1))
+    assert _winograd_runs(layer, x.shape, w.shape)
+    exact = layer.apply(x.astype(np.float64), w.astype(np.float64))
+    padded = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
+    one_run = np.zeros((64, 24, 24), np.float32)
+    for c in range(64):
+        for i in range(3):
+            for j in range(3):
+                one_run += w[:, c, i, j, None, None] * padded[c, i:i + 24, j:j + 24]
+    winograd = layer.apply(x, w)
+
+    def rms(y):
+        return float(np.sqrt(np.mean((y - exact) ** 2)))
+
+    assert rms(winograd) < rms(one_run[None])
+    assert np.abs(winograd - exact).max() < np.abs(one_run[None] - exact).max()
+
+
+@pytest.mark.parametrize("where", ["x", "w"])
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
+def test_non_finite_values_give_the_definitions_results(where, value):
+    """Inf - Inf inside the transforms would make NaN where the products give Inf: such
+    calls run the GEMM engine, whose every product is the definition's."""
+    x, w, b = _data((1, 32, 16, 16), (32, 32, 3, 3), 32, seed=2)
+    (x if where == "x" else w)[0, 3, 5 if where == "x" else 1, 7 if where == "x" else 2] = value
+    layer = Conv(pads=(1, 1, 1, 1))
+    assert _winograd_runs(layer, x.shape, w.shape)
+    y = layer.apply(x, w, b)
+    expected = Conv(pads=(1, 1, 1, 1))._apply(x, w, b, engine="gemm")
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(y), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    assert not finite.all()
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-4)
+
+
+def test_results_do_not_depend_on_threads_or_strides():
+    x, w, b = _data((2, 64, 30, 34), (48, 64, 3, 3), 48, seed=3)
+    one = Conv(pads=(1, 1, 1, 1), num_threads=1).apply(x, w, b)
+    two = Conv(pads=(1, 1, 1, 1), num_threads=2).apply(x, w, b)
+    np.testing.assert_array_equal(one, two)
+    # x with reversed rows and every other column, read in place
+    flipped = np.ascontiguousarray(np.repeat(x[:, :, ::-1], 2, axis=3))[:, :, ::-1, ::2]
+    np.testing.assert_array_equal(Conv(pads=(1, 1, 1, 1)).apply(flipped, w, b), one)
+
+
+def test_weights_changed_in_place_are_transformed_again():
+    x, w, _ = _data((1, 32, 20, 20), (32, 32, 3, 3), 32, seed=4)
+    layer = Conv(pads=(1, 1, 1, 1))
+    first = layer.apply(x, w)
+    w *= 2
+    second = layer.apply(x, w)
+    np.testing.assert_allclose(second, 2 * first, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, params", [
+    ((1, 16, 64, 64), (16, 16, 3, 3), dict(pads=(1, 1, 1, 1))),   # few channels
+    ((1, 64, 12, 12), (64, 64, 3, 3), dict(pads=(1, 1, 1, 1))),   # few tiles
+    ((1, 64, 30, 30), (64, 64, 3, 3), dict(strides=(2, 2))),      # strided
+    ((1, 64, 30, 30), (64, 64, 3, 3), dict(dilations=(2, 2))),    # dilated
+    ((1, 64, 30, 30), (64, 64, 5, 5), {}),                        # 5x5
+])
+def test_other_layers_keep_the_gemm_engine(x_shape, w_shape, params):
+    assert not _winograd_runs(Conv(**params), x_shape, w_shape)
+
+
+def test_other_dtypes_and_strided_conv_transpose_keep_the_gemm_engine():
+    x_shape = (1, 64, 30, 30)
+    assert _winograd_runs(Conv(pads=(1, 1, 1, 1)), x_shape, (64, 64, 3, 3))
+    for dtype in (np.float64, np.float16):
+        assert not explain(Conv(pads=(1, 1, 1, 1)), x_shape, (64, 64, 3, 3), dtype).winograd
+    assert not _winograd_runs(ConvTranspose(strides=(2, 2)), x_shape, (64, 64, 3, 3))
+
+
+def test_explain_reports_winograd():
+    report = str(explain(Conv(pads=(1, 1, 1, 1)), (1, 64, 56, 56), (64, 64, 3, 3)))
+    assert "winograd F(2x2, 3x3)" in report
+    call = _engine.prepare(np.empty((1, 64, 56, 56), np.float32),
+                           np.empty((64, 64, 3, 3), np.float32),
+                           np.empty((1, 64, 56, 56), np.float32),
+                           Conv(pads=(1, 1, 1, 1))._geometry_for((1, 64, 56, 56), (64, 64, 3, 3)),
+                           1, transpose=False)
+    assert call.winograd is not None
+
+
+def test_channels_last_data_runs_in_place():
+    x, w, b = _data((1, 20, 22, 64), (64, 64, 3, 3), 64, seed=6)
+    layer = Conv(pads=(1, 1, 1, 1), data_format="NXC")
+    assert _winograd_runs(layer, x.shape, w.shape)
+    y = layer.apply(x, w, b)
+    exact = reference_conv(np.moveaxis(x, -1, 1).astype(np.float64), w.astype(np.float64),
+                           b.astype(np.float64), pads=(1, 1, 1, 1))
+    assert _relative_error(np.moveaxis(y, -1, 1), exact) < 2e-6
