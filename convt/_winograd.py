@@ -49,7 +49,8 @@ def plan(problem, decision):
     chunks = -(-problem.mg // _dispatch.WINOGRAD_OUT_CHUNK)  # equal chunks of row blocks
     out_chunk = min(problem.mg, -(-(-(-problem.mg // chunks)) // mr) * mr)
     cg = problem.cg
-    block = (_dispatch.SUM_BLOCK_SHALLOW if cg <= _dispatch.SUM_BLOCK_SPLIT
+    block = (_dispatch.WINOGRAD_TRANSPOSE_SUM_BLOCK if problem.transpose
+             else _dispatch.SUM_BLOCK_SHALLOW if cg <= _dispatch.SUM_BLOCK_SPLIT
              else _dispatch.SUM_BLOCK_DEEP)
     layout = dict(tile_rows=tile_rows, tiles=tiles, capacity=capacity,
                   channel_chunk=min(cg, _dispatch.WINOGRAD_CHANNEL_CHUNK),

@@ -100,24 +100,24 @@ int convt_winograd_output_f32(const convt_winograd_block *block, ptrdiff_t out_t
     uint32_t largest = 0;
     ptrdiff_t c, r, a, t;
     for (c = 0; c < channels; ++c) {
-        const float add = bias ? bias[c] : 0.0f;
+        const double add = bias ? bias[c] : 0.0;
         for (r = 0; r < block->rows; ++r) {
             const float *s = m + c * capacity + r * tiles;
             const ptrdiff_t oy = out_top + 2 * r;
             for (t = 0; t < tiles; ++t) {
-                /* M A: each row k of M gives p[k] (first column) and q[k] (second) */
-                const float p0 = s[t] + s[xi_stride + t] + s[2 * xi_stride + t];
-                const float q0 = s[xi_stride + t] - s[2 * xi_stride + t] - s[3 * xi_stride + t];
-                const float p1 = s[4 * xi_stride + t] + s[5 * xi_stride + t] + s[6 * xi_stride + t];
-                const float q1 = s[5 * xi_stride + t] - s[6 * xi_stride + t] - s[7 * xi_stride + t];
-                const float p2 = s[8 * xi_stride + t] + s[9 * xi_stride + t] + s[10 * xi_stride + t];
-                const float q2 = s[9 * xi_stride + t] - s[10 * xi_stride + t] - s[11 * xi_stride + t];
-                const float p3 = s[12 * xi_stride + t] + s[13 * xi_stride + t] + s[14 * xi_stride + t];
-                const float q3 = s[13 * xi_stride + t] - s[14 * xi_stride + t] - s[15 * xi_stride + t];
-                o[0][t] = p0 + p1 + p2 + add;  /* A^T (M A) */
-                o[1][t] = q0 + q1 + q2 + add;
-                o[2][t] = p1 - p2 - p3 + add;
-                o[3][t] = q1 - q2 - q3 + add;
+                /* M A: each row k of M gives p[k] (first column) and q[k] (second),
+                 * in double: these sums cancel, and rounding them in float32 would
+                 * add as much error as the products' sums */
+#define M_(k) ((double)s[(k) * xi_stride + t])
+                const double p0 = M_(0) + M_(1) + M_(2), q0 = M_(1) - M_(2) - M_(3);
+                const double p1 = M_(4) + M_(5) + M_(6), q1 = M_(5) - M_(6) - M_(7);
+                const double p2 = M_(8) + M_(9) + M_(10), q2 = M_(9) - M_(10) - M_(11);
+                const double p3 = M_(12) + M_(13) + M_(14), q3 = M_(13) - M_(14) - M_(15);
+#undef M_
+                o[0][t] = (float)(p0 + p1 + p2 + add);  /* A^T (M A), rounded once */
+                o[1][t] = (float)(q0 + q1 + q2 + add);
+                o[2][t] = (float)(p1 - p2 - p3 + add);
+                o[3][t] = (float)(q1 - q2 - q3 + add);
             }
             for (a = 0; a < 2 && oy + a < plane->height; ++a) {
                 float *row = y + c * y_channel + (oy + a) * plane->row_stride + out_left * step;
