@@ -191,3 +191,19 @@ def test_conv_transpose_error_stays_below_pytorchs():
     # (the GEMM engine's: 2.60e-5), 1.97e-5 and 1.74e-5 against 2.58e-5 and 2.32e-5
     # with other seeds
     assert np.abs(y - exact).max() < 1.1 * np.abs(theirs - exact).max()
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.1, 1.0, 100.0])
+def test_finite_outputs_of_every_magnitude_stay_on_winograd(scale):
+    """The output check looks for an exponent field of all ones: outputs whose exponents
+    differ (1.5 and 3: 0x3f8 and 0x400) must not add up to one."""
+    from convt import _winograd
+    x, w, b = _data((1, 32, 20, 20), (32, 32, 3, 3), 32, seed=9)
+    layer = Conv(pads=(1, 1, 1, 1))
+    call = _engine.prepare(x, w, np.empty((1, 32, 20, 20), np.float32),
+                           layer._geometry_for(x.shape, w.shape), 1, transpose=False)
+    y = np.empty((1, 32, 20, 20), np.float32)
+    assert _winograd.run(call.winograd, x * scale, w, b, y, call.geometry, 1, 1)
+    exact = reference_conv((x * scale).astype(np.float64), w.astype(np.float64),
+                           b.astype(np.float64), pads=(1, 1, 1, 1))
+    assert _relative_error(y, exact) < 2e-6

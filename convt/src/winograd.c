@@ -73,6 +73,8 @@ int convt_winograd_input_f32(const convt_winograd_block *block,
     return 0;
 }
 
+static uint32_t larger(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
 /* The largest exponent field among o[0 .. count - 1] (NON_FINITE: one is Inf or NaN). */
 static uint32_t exponents(const float *o, ptrdiff_t count)
 {
@@ -133,10 +135,10 @@ int convt_winograd_output_f32(const convt_winograd_block *block, ptrdiff_t out_t
                         row[(2 * t + 1) * step] = odd[t];
                     }
                 }
-                largest |= exponents(even, whole) | exponents(odd, whole);
+                largest = larger(largest, larger(exponents(even, whole), exponents(odd, whole)));
                 if (whole < tiles && out_left + 2 * whole < plane->width) {  /* a last column */
                     row[2 * whole * step] = even[whole];
-                    largest |= exponents(even + whole, 1);
+                    largest = larger(largest, exponents(even + whole, 1));
                 }
             }
         }
