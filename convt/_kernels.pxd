@@ -13,6 +13,27 @@ cdef extern from "storage.h" nogil:
     double convt_load_double(const void* base, Py_ssize_t index, int storage)
 
 
+# Winograd F(2x2, 3x3) transforms (convt/src/winograd.h).
+cdef extern from "winograd.h" nogil:
+    ctypedef struct convt_winograd_block:
+        Py_ssize_t rows
+        Py_ssize_t tiles
+        Py_ssize_t top
+        Py_ssize_t left
+        Py_ssize_t capacity
+    ctypedef struct convt_winograd_plane:
+        Py_ssize_t height
+        Py_ssize_t width
+        Py_ssize_t row_stride
+        Py_ssize_t col_stride
+    int CONVT_WINOGRAD_MAX_TILES
+    int convt_winograd_input_f32(const convt_winograd_block*, const convt_winograd_plane*,
+                                 const float*, Py_ssize_t, Py_ssize_t, float*)
+    int convt_winograd_output_f32(const convt_winograd_block*, Py_ssize_t, Py_ssize_t,
+                                  const convt_winograd_plane*, const float*, Py_ssize_t,
+                                  const float*, float*, Py_ssize_t)
+
+
 cdef extern from "kernel_set.h" nogil:
     int CONVT_MAX_MR
     ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
@@ -71,6 +92,13 @@ cdef extern from "kernel_set.h" nogil:
                                       const Py_ssize_t*, float*, Py_ssize_t, int)
     ctypedef void (*convt_gemm_t_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
                                       const Py_ssize_t*, double*, Py_ssize_t, int)
+    ctypedef int (*convt_winograd_in_f32)(const convt_winograd_block*,
+                                             const convt_winograd_plane*, const float*,
+                                             Py_ssize_t, Py_ssize_t, float*)
+    ctypedef int (*convt_winograd_out_f32)(const convt_winograd_block*, Py_ssize_t,
+                                              Py_ssize_t, const convt_winograd_plane*,
+                                              const float*, Py_ssize_t, const float*, float*,
+                                              Py_ssize_t)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -93,6 +121,8 @@ cdef extern from "kernel_set.h" nogil:
         convt_transpose_f32 transpose
         convt_stencil_f32 stencil
         convt_gemm_t_f32 gemm_t[2][12]
+        convt_winograd_in_f32 winograd_input
+        convt_winograd_out_f32 winograd_output
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -291,23 +321,3 @@ cdef struct TileSpan:
     Py_ssize_t first_row               # their rows [first_row, end_row)
     Py_ssize_t end_row
 
-
-# Winograd F(2x2, 3x3) transforms (convt/src/winograd.h).
-cdef extern from "winograd.h" nogil:
-    ctypedef struct convt_winograd_block:
-        Py_ssize_t rows
-        Py_ssize_t tiles
-        Py_ssize_t top
-        Py_ssize_t left
-        Py_ssize_t capacity
-    ctypedef struct convt_winograd_plane:
-        Py_ssize_t height
-        Py_ssize_t width
-        Py_ssize_t row_stride
-        Py_ssize_t col_stride
-    int CONVT_WINOGRAD_MAX_TILES
-    int convt_winograd_input_f32(const convt_winograd_block*, const convt_winograd_plane*,
-                                 const float*, Py_ssize_t, Py_ssize_t, float*)
-    int convt_winograd_output_f32(const convt_winograd_block*, Py_ssize_t, Py_ssize_t,
-                                  const convt_winograd_plane*, const float*, Py_ssize_t,
-                                  const float*, float*, Py_ssize_t)

@@ -1,7 +1,7 @@
 # Winograd F(2x2, 3x3) engine for float32 Conv (stride 1, no dilation): each
 # work item is one image, group, block of tiles and chunk of output channels.
 # It transforms the block's inputs a chunk of input channels at a time
-# (convt/src/winograd.c), sums the 16 products with the kernel set's GEMM
+# (convt/src/winograd_body.h, compiled per kernel set), sums the 16 products with the kernel set's GEMM
 # micro-kernels (rows: output channels, vectors: tiles; blocked sums as in the
 # GEMM engine), then transforms the products into y.  Work items never depend
 # on the thread count, so results are bitwise identical for every num_threads.
@@ -65,6 +65,13 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
     cdef float* m = v + 16 * job.channel_chunk * job.capacity
     cdef const float* xg
     cdef int bad = 0
+    # the set's own transforms, else the baseline build (kernel_set.h)
+    cdef convt_winograd_in_f32 transform_input = (
+        job.kernels.winograd_input if job.kernels.winograd_input != NULL
+        else convt_winograd_input_f32)
+    cdef convt_winograd_out_f32 transform_output = (
+        job.kernels.winograd_output if job.kernels.winograd_output != NULL
+        else convt_winograd_output_f32)
     if stopped(job.signals, slot):
         return
     oc = rest % job.out_chunks
@@ -95,11 +102,11 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
     c0 = 0
     while c0 < job.cg:
         cc = min(job.channel_chunk, job.cg - c0)
-        bad |= convt_winograd_input_f32(&block, &x_plane, xg + c0 * job.x_strides[1],
+        bad |= transform_input(&block, &x_plane, xg + c0 * job.x_strides[1],
                                         job.x_strides[1], cc, v)
         winograd_products(job, v, m, g, m0, mc, c0, cc, used)
         c0 += cc
-    bad |= convt_winograd_output_f32(
+    bad |= transform_output(
         &block, 2 * rb * job.tile_rows, 2 * cb * job.tiles, &y_plane, m, mc,
         job.bias + g * job.mg + m0 if job.bias != NULL else NULL,
         job.y + n * job.y_strides[0] + (g * job.mg + m0) * job.y_strides[1], job.y_strides[1])

@@ -63,6 +63,9 @@
  *     (nr / 2) + i] x b[offsets[k] + j], accumulated as in gemm (so the same
  *     value, bit for bit).  a: a row block of the packed weights, nr / 2 or
  *     nr rows wide; c: the product transposed (CONVT_SET_TRANSPOSED sets).
+ * winograd_input, winograd_output: the Winograd F(2x2, 3x3) transforms of
+ *     winograd.h compiled for the set's CPU (float32 sets; NULL: the baseline
+ *     build of winograd.c, which every set may call).
  * load[storage]: dst[i] = T(src[i]), exact.
  * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
  */
@@ -73,6 +76,7 @@
 #include <stdint.h>
 
 #include "storage.h"
+#include "winograd.h"
 
 #define CONVT_MAX_MR 12
 #define CONVT_MAX_PAIRS (CONVT_MAX_MR / 2)
@@ -135,6 +139,15 @@ enum {
     typedef void (*convt_gemm_t_##S)(ptrdiff_t depth, ptrdiff_t block, const T *a,        \
                                      const T *b, const ptrdiff_t *offsets, T *c,          \
                                      ptrdiff_t ldc, int accumulate);                      \
+    typedef int (*convt_winograd_in_##S)(const convt_winograd_block *block,            \
+                                            const convt_winograd_plane *plane,            \
+                                            const T *x, ptrdiff_t x_channel,              \
+                                            ptrdiff_t channels, T *v);                    \
+    typedef int (*convt_winograd_out_##S)(const convt_winograd_block *block,           \
+                                             ptrdiff_t out_top, ptrdiff_t out_left,       \
+                                             const convt_winograd_plane *plane,           \
+                                             const T *m, ptrdiff_t channels,              \
+                                             const T *bias, T *y, ptrdiff_t y_channel);   \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -156,6 +169,8 @@ enum {
         convt_transpose_##S transpose;                                                    \
         convt_stencil_##S stencil;                                                        \
         convt_gemm_t_##S gemm_t[2][CONVT_MAX_MR];                                         \
+        convt_winograd_in_##S winograd_input;                                             \
+        convt_winograd_out_##S winograd_output;                                           \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

@@ -527,6 +527,14 @@ AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64)
 #define AVX2_FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_FUSED |   \
                     CONVT_SET_PACK_PAIRS | CONVT_SET_TRANSPOSED)
 #define NO_STORES {{0}, {0}}
+/* The Winograd transforms, vectorised by the compiler for AVX2 (the AVX-512 sets
+ * share them: their loops are short rows of tiles). */
+#define WINOGRAD_NAME(part) convt_avx2_winograd_##part
+#define WINOGRAD_TARGET AVX2
+#include "winograd_body.h"
+#undef WINOGRAD_NAME
+#undef WINOGRAD_TARGET
+
 const convt_kernels_f32 convt_avx2_f32 = {
     "avx2", MR, 16, AVX2_FLAGS,
     GEMM_TABLE(gemm_f32_r), GEMM_TABLE(gemm_pack_f32_r), GEMM_TABLE(half_f32_r),
@@ -537,7 +545,8 @@ const convt_kernels_f32 convt_avx2_f32 = {
      NO_STORES},
     convt_avx2_row_f32, channels_f32, convt_avx2_interleave_f32, convt_portable_store_even_f32,
     convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32,
-    convt_avx2_transpose_f32, stencil_f32, GEMM_T_TABLES(f32)};
+    convt_avx2_transpose_f32, stencil_f32, GEMM_T_TABLES(f32),
+    convt_avx2_winograd_input_f32, convt_avx2_winograd_output_f32};
 
 const convt_kernels_f64 convt_avx2_f64 = {
     "avx2", MR, 8, AVX2_FLAGS,

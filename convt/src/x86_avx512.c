@@ -245,7 +245,8 @@ const convt_kernels_f32 convt_avx512_f32 = {
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      AVX512_NO_STORES},
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
-    convt_avx512_stencil_f32};
+    convt_avx512_stencil_f32, {{0}}, convt_avx2_winograd_input_f32,
+    convt_avx2_winograd_output_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
     "avx512", MR, 8, AVX512_FLAGS,

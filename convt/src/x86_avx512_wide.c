@@ -190,7 +190,8 @@ const convt_kernels_f32 convt_avx512_wide_f32 = {
      {PAIR_TABLE(store_f32_r), PAIR_TABLE(store_half_f32_r)},
      AVX512_NO_STORES},
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
-    convt_avx512_stencil_f32};
+    convt_avx512_stencil_f32, {{0}}, convt_avx2_winograd_input_f32,
+    convt_avx2_winograd_output_f32};
 
 const convt_kernels_f64 convt_avx512_wide_f64 = {
     "avx512_wide", MR, 16, AVX512_FLAGS,

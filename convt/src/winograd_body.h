@@ -1,0 +1,178 @@
+/* The Winograd F(2x2, 3x3) transforms of winograd.h, included by each file that
+ * compiles them for a CPU family, with WINOGRAD_NAME(part) naming its functions and
+ * WINOGRAD_TARGET its target attribute (empty for the portable build): plain C
+ * written so that compilers vectorise every inner loop for that target (no
+ * floating-point reductions, no branches inside them). */
+#include <stdint.h>
+#include <string.h>
+
+#include "winograd.h"
+
+#ifndef CONVT_WINOGRAD_NON_FINITE
+#define CONVT_WINOGRAD_NON_FINITE 0x7f800000u  /* a float's exponent bits: Inf or NaN */
+#endif
+
+/* One input row of the block's patches: row `iy` of the plane, columns left ..
+ * left + count - 1, zero outside the plane. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(patch_row)(const convt_winograd_plane *plane,
+                                                     const float *x, ptrdiff_t iy,
+                                                     ptrdiff_t left, ptrdiff_t count, float *row)
+{
+    ptrdiff_t q, start, stop;
+    memset(row, 0, (size_t)count * sizeof *row);
+    if (iy < 0 || iy >= plane->height)
+        return;
+    start = left < 0 ? -left : 0;                       /* first q inside the plane */
+    stop = plane->width - left < count ? plane->width - left : count;
+    x += iy * plane->row_stride + left * plane->col_stride;
+    if (plane->col_stride == 1) {
+        if (stop > start)
+            memcpy(row + start, x + start, (size_t)(stop - start) * sizeof *row);
+    } else {
+        for (q = start; q < stop; ++q)
+            row[q] = x[q * plane->col_stride];
+    }
+}
+
+/* F(2x2, 3x3): 4x4 patches, V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
+ * 0 1 0 -1]. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(patches)(const convt_winograd_block *block,
+                                                  const convt_winograd_plane *plane,
+                                                  const float *x, ptrdiff_t x_channel,
+                                                  ptrdiff_t channels, float *v)
+{
+    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 2 };
+    const ptrdiff_t tiles = block->tiles, count = 2 * tiles + 2;
+    const ptrdiff_t used = block->rows * tiles, capacity = block->capacity;
+    const ptrdiff_t xi_stride = channels * capacity;
+    float d[4][MAX_COLUMNS], u[4][MAX_COLUMNS];
+    ptrdiff_t c, r, i, q, t;
+    for (c = 0; c < channels; ++c) {
+        const float *xc = x + c * x_channel;
+        float *vc = v + c * capacity;
+        for (r = 0; r < block->rows; ++r) {
+            const ptrdiff_t top = block->top + 2 * r;
+            for (i = 0; i < 4; ++i)
+                WINOGRAD_NAME(patch_row)(plane, xc, top + i, block->left, count, d[i]);
+            for (q = 0; q < count; ++q) {  /* B^T d: the patch's rows */
+                u[0][q] = d[0][q] - d[2][q];
+                u[1][q] = d[1][q] + d[2][q];
+                u[2][q] = d[2][q] - d[1][q];
+                u[3][q] = d[1][q] - d[3][q];
+            }
+            for (i = 0; i < 4; ++i) {      /* (B^T d) B: each tile's columns */
+                const float *ui = u[i];
+                float *v0 = vc + (4 * i) * xi_stride + r * tiles;
+                float *v1 = v0 + xi_stride, *v2 = v1 + xi_stride, *v3 = v2 + xi_stride;
+                for (t = 0; t < tiles; ++t) {
+                    const float d0 = ui[2 * t], d1 = ui[2 * t + 1];
+                    const float d2 = ui[2 * t + 2], d3 = ui[2 * t + 3];
+                    v0[t] = d0 - d2;
+                    v1[t] = d1 + d2;
+                    v2[t] = d2 - d1;
+                    v3[t] = d1 - d3;
+                }
+            }
+        }
+        for (i = 0; i < 16; ++i)  /* the panels' padding columns */
+            for (t = used; t < capacity; ++t)
+                vc[i * xi_stride + t] = 0.0f;
+    }
+}
+
+WINOGRAD_TARGET int WINOGRAD_NAME(input_f32)(const convt_winograd_block *block,
+                                             const convt_winograd_plane *plane,
+                                             const float *x, ptrdiff_t x_channel,
+                                             ptrdiff_t channels, float *v)
+{
+    WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
+    return 0;  /* see winograd.h: the output transform notices non-finite inputs */
+}
+
+static WINOGRAD_TARGET uint32_t WINOGRAD_NAME(larger)(uint32_t a, uint32_t b)
+{
+    return a > b ? a : b;
+}
+
+/* The largest exponent field among o[0 .. count - 1] (CONVT_WINOGRAD_NON_FINITE: one is Inf or NaN). */
+static WINOGRAD_TARGET uint32_t WINOGRAD_NAME(exponents)(const float *o, ptrdiff_t count)
+{
+    uint32_t largest = 0, bits;
+    ptrdiff_t t;
+    for (t = 0; t < count; ++t) {
+        memcpy(&bits, o + t, sizeof bits);
+        bits &= CONVT_WINOGRAD_NON_FINITE;
+        largest = bits > largest ? bits : largest;
+    }
+    return largest;
+}
+
+/* One row of tiles' outputs o[a][t] (a = 2 row + column) from M[xi][t] (xi stride
+ * `stride`), plus `add`; A^T M A summed in double, rounded once: these sums cancel,
+ * and rounding them in float32 would add as much error as the products' sums. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(combine)(const float *s, ptrdiff_t stride,
+                                                    ptrdiff_t tiles, double add,
+                                                    float o[4][CONVT_WINOGRAD_MAX_TILES])
+{
+    ptrdiff_t t;
+    for (t = 0; t < tiles; ++t) {  /* A^T = [1 1 1 0; 0 1 -1 -1] */
+#define M_(k) ((double)s[(k) * stride + t])
+        const double p0 = M_(0) + M_(1) + M_(2), q0 = M_(1) - M_(2) - M_(3);
+        const double p1 = M_(4) + M_(5) + M_(6), q1 = M_(5) - M_(6) - M_(7);
+        const double p2 = M_(8) + M_(9) + M_(10), q2 = M_(9) - M_(10) - M_(11);
+        const double p3 = M_(12) + M_(13) + M_(14), q3 = M_(13) - M_(14) - M_(15);
+#undef M_
+        o[0][t] = (float)(p0 + p1 + p2 + add);
+        o[1][t] = (float)(q0 + q1 + q2 + add);
+        o[2][t] = (float)(p1 - p2 - p3 + add);
+        o[3][t] = (float)(q1 - q2 - q3 + add);
+    }
+}
+
+WINOGRAD_TARGET int WINOGRAD_NAME(output_f32)(const convt_winograd_block *block,
+                                              ptrdiff_t out_top, ptrdiff_t out_left,
+                                              const convt_winograd_plane *plane,
+                                              const float *m, ptrdiff_t channels,
+                                              const float *bias, float *y,
+                                              ptrdiff_t y_channel)
+{
+    const ptrdiff_t tiles = block->tiles, capacity = block->capacity;
+    const ptrdiff_t xi_stride = channels * capacity, step = plane->col_stride;
+    /* tiles whose two columns are both inside the plane */
+    const ptrdiff_t inside = (plane->width - out_left) / 2;
+    const ptrdiff_t whole = inside < tiles ? inside : tiles;
+    float o[4][CONVT_WINOGRAD_MAX_TILES];
+    uint32_t largest = 0;
+    ptrdiff_t c, r, a, t;
+    for (c = 0; c < channels; ++c) {
+        const double add = bias ? bias[c] : 0.0;
+        for (r = 0; r < block->rows; ++r) {
+            const float *s = m + c * capacity + r * tiles;
+            const ptrdiff_t oy = out_top + 2 * r;
+            WINOGRAD_NAME(combine)(s, xi_stride, tiles, add, o);
+            for (a = 0; a < 2 && oy + a < plane->height; ++a) {
+                float *row = y + c * y_channel + (oy + a) * plane->row_stride + out_left * step;
+                const float *even = o[2 * a], *odd = o[2 * a + 1];
+                if (step == 1) {
+                    for (t = 0; t < whole; ++t) {
+                        row[2 * t] = even[t];
+                        row[2 * t + 1] = odd[t];
+                    }
+                } else {
+                    for (t = 0; t < whole; ++t) {
+                        row[2 * t * step] = even[t];
+                        row[(2 * t + 1) * step] = odd[t];
+                    }
+                }
+                largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(even, whole));
+                largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(odd, whole));
+                if (whole < tiles && out_left + 2 * whole < plane->width) {  /* a last column */
+                    row[2 * whole * step] = even[whole];
+                    largest = WINOGRAD_NAME(larger)(largest,
+                                                    WINOGRAD_NAME(exponents)(even + whole, 1));
+                }
+            }
+        }
+    }
+    return largest == CONVT_WINOGRAD_NON_FINITE;
+}
