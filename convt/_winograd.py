@@ -21,6 +21,7 @@ from ._compiled import load
 
 # G of F(2x2, 3x3): U = G g G^T for each 3x3 kernel g (exact in float64).
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+KRON_G = np.kron(G, G)  # U[4 i + j] = sum over k, l of G[i, k] G[j, l] g[3 k + l]
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,16 +65,18 @@ def plan(problem, decision):
 def transformed_weights(w, group, mr):
     """U = G g G^T of Conv weights ``w`` (M, C/group, 3, 3), packed as the driver reads
     them: per group and xi (4 i + j), the group's output channels in row blocks of
-    ``mr``, each block [C/group][rows]."""
+    ``mr``, each block [C/group][rows].  One float64 matrix product by kron(G, G)
+    gives the 16 values xi-major, so the packing moves whole row blocks."""
     m_total, cg = w.shape[:2]
     mg = m_total // group
-    u = np.einsum("ik,mckl,jl->ijmc", G, w.astype(np.float64), G).reshape(16, m_total, cg)
-    u = u.astype(np.float32).reshape(16, group, mg, cg).transpose(1, 0, 2, 3)
+    taps = np.ascontiguousarray(w.reshape(m_total * cg, 9).T, dtype=np.float64)
+    u = (KRON_G @ taps).astype(np.float32).reshape(16, group, mg, cg).swapaxes(0, 1)
     packed = np.empty((group, 16, mg * cg), dtype=np.float32)
-    for start in range(0, mg, mr):
-        rows = min(mr, mg - start)
-        packed[:, :, start * cg:(start + rows) * cg] = (
-            u[:, :, start:start + rows, :].transpose(0, 1, 3, 2).reshape(group, 16, -1))
+    full = mg // mr * mr
+    packed[:, :, :full * cg] = (u[:, :, :full].reshape(group, 16, mg // mr, mr, cg)
+                                .swapaxes(3, 4).reshape(group, 16, -1))
+    if full < mg:  # the last, shorter row block
+        packed[:, :, full * cg:] = u[:, :, full:].swapaxes(2, 3).reshape(group, 16, -1)
     return packed
 
 
