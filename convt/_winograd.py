@@ -33,7 +33,7 @@ class WinogradRun:
     transpose: bool      # a ConvTranspose: the Conv with the flipped kernel
     mr: int              # its rows per block: the packing's row blocks
     layout: dict         # tile_rows, tiles, capacity, channel_chunk, out_chunk, block
-    work_items: int
+    work_items: int      # per driver call (one per residue of a dilated layer)
     multiply_adds: int   # the GEMM's, for the thread count
 
 
@@ -42,7 +42,7 @@ def plan(problem, decision):
     family = decision.kernel_set
     mr, nr = next((entry["f32"][0], entry["f32"][1]) for entry in load().families()
                   if entry["name"] == family)
-    out_rows, out_cols = ((size + 1) // 2 for size in problem.geometry.output_shape)
+    out_rows, out_cols = _dispatch.winograd_tiles(problem.geometry)
     tiles = min(out_cols, _dispatch.WINOGRAD_TILES)
     tile_rows = max(1, min(out_rows, _dispatch.WINOGRAD_TILES // tiles))
     panel = nr // 2 if decision.half_panels else nr  # the narrowest kernel call
@@ -58,7 +58,9 @@ def plan(problem, decision):
                   out_chunk=out_chunk, block=block)
     items = (problem.batch * problem.group * -(-out_rows // tile_rows)
              * -(-out_cols // tiles) * -(-problem.mg // out_chunk))
-    work = 16 * problem.batch * problem.group * problem.cg * problem.mg * out_rows * out_cols
+    residues = problem.geometry.dilations[0] * problem.geometry.dilations[1]
+    work = (16 * residues * problem.batch * problem.group * problem.cg * problem.mg
+            * out_rows * out_cols)
     return WinogradRun(family, problem.transpose, mr, layout, items, work)
 
 
@@ -112,6 +114,22 @@ def packed_weights(run, w, group, threads):
     return packed
 
 
+def residues(geometry, transpose):
+    """The dense layers of a layer with dilations d: per axis, for each residue r < d of
+    the outputs o = d q + r, (r, s, pad) such that y[r::d] is the stride-1 correlation
+    of x[s::d] padded by ``pad`` with the (undilated) kernel.  Output o reads inputs
+    o - p + d k = d (q + k + c) + s with s = (r - p) mod d, c = (r - p - s) / d, so the
+    pad is -c; a ConvTranspose is the Conv with the flipped kernel padded by
+    d (k - 1) - p, i.e. p' = 2 d - p for 3x3 kernels."""
+    per_axis = []
+    for pad, dilation in zip(geometry.pads_begin, geometry.dilations):
+        if transpose:
+            pad = 2 * dilation - pad
+        per_axis.append([(r, (r - pad) % dilation, -((r - pad) // dilation))
+                         for r in range(dilation)])
+    return [(row, col) for row in per_axis[0] for col in per_axis[1]]
+
+
 def run(winograd, x, w, b, y, geometry, group, threads):
     """Fill ``y`` with Conv(x, w, b) by Winograd; False (y undefined) when a weight,
     a transformed input or an output is not finite."""
@@ -119,8 +137,11 @@ def run(winograd, x, w, b, y, geometry, group, threads):
     if packed is None:
         return False
     bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
-    pads = tuple(geometry.pads_begin)
-    if winograd.transpose:  # output o reads input o + pad - k: a Conv padded by 2 - pad
-        pads = tuple(2 - pad for pad in pads)
-    return load().winograd_conv(winograd.family, x, packed, bias, y, group, pads,
-                                winograd.layout, threads)
+    drive = load().winograd_conv
+    (dy, dx), finite = geometry.dilations, True
+    for (ry, sy, pad_y), (rx, sx, pad_x) in residues(geometry, winograd.transpose):
+        view = y[:, :, ry::dy, rx::dx]
+        if view.size:
+            finite &= drive(winograd.family, x[:, :, sy::dy, sx::dx], packed, bias, view,
+                            group, (pad_y, pad_x), winograd.layout, threads)
+    return finite
