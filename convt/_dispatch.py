@@ -244,20 +244,23 @@ def channels_last_problem(problem):
 
 
 # --- Winograd ---------------------------------------------------------------
-# float32 Conv with 3x3 kernels, stride 1 and no dilation runs Winograd F(2x2, 3x3)
-# (convt/_winograd.py), as does such a ConvTranspose without output padding (the
-# Conv with the flipped kernel): 16 products per 2x2 outputs and input channel
+# float32 Conv with 3x3 kernels and stride 1 runs Winograd F(2x2, 3x3) (dilated
+# ones on each residue of the outputs; convt/_winograd.py), as does such a
+# ConvTranspose without output padding (the Conv with the flipped kernel): 16 products per 2x2 outputs and input channel
 # instead of 36, for transforms that only add.  Its float32 error against float64 (3x3 64->64
 # on 56x56: largest 2.7e-5, RMS 4.9e-6) stays below that of engines summing the
 # 576 products in one run (PyTorch 1.2e-4 / 1.0e-5), though above the GEMM
 # engine's blocked sums (2.2e-5 / 3.7e-6).  It needs channels to amortise the
 # transforms and tiles to amortise streaming the 16 transformed weight matrices.
 # On 1 Zen 3 thread (in-process A/B, medians): 64 -> 64 on 56x56 1.4x, 32 -> 32 on
-# 112x112 1.6x, 128 on 28x28 1.1x, 256 on 14x14 1.08x faster than the GEMM engine;
-# 16 -> 16 on 128x128 0.75x; 512 on 7x7 (16 tiles) streams 16 MiB of weights for
-# 64 outputs per channel, slower than the 9 MiB of the GEMM's.
+# 112x112 1.6x, 128 on 28x28 1.1-1.45x faster than the GEMM engine; on 14x14 (49
+# tiles) 64 to 512 channels 1.14-1.35x; 16 -> 16 on 128x128 0.75x; 512 on 7x7 (16
+# tiles) 0.84x: 16 MiB of weights streamed for 64 outputs per channel.
 WINOGRAD_MIN_CHANNELS = 32      # input and output channels per group, at least
-WINOGRAD_MIN_TILES = 64         # 2x2 output tiles per image, at least
+WINOGRAD_MIN_TILES = 36         # 2x2 output tiles per image, at least
+# Blocking, swept on Zen 3 at 1 and 2 threads (64 channels on 56x56, batch 8, 128 on
+# 28x28, 256 on 14x14, 32 on 112x112): 64 tiles per block was best (32: 20-28% slower,
+# 96 and 128: 0-12%); input chunks of 32-128 and output chunks of 64-128 channels tied.
 WINOGRAD_TILES = 64             # tiles per block (the GEMM's positions): bounds buffers
 WINOGRAD_CHANNEL_CHUNK = 64     # input channels transformed at once
 WINOGRAD_OUT_CHUNK = 64         # output channels per work item (rounded to row blocks)

@@ -45,10 +45,14 @@ def plan(problem, decision):
     out_rows, out_cols = _dispatch.winograd_tiles(problem.geometry)
     tiles = min(out_cols, _dispatch.WINOGRAD_TILES)
     tile_rows = max(1, min(out_rows, _dispatch.WINOGRAD_TILES // tiles))
+    chunks = -(-problem.mg // _dispatch.WINOGRAD_OUT_CHUNK)
+    per_block = problem.batch * problem.group * -(-out_cols // tiles) * chunks
+    cores = decision.blocking.cores if decision.blocking is not None else 1
+    while tile_rows > 1 and per_block * -(-out_rows // tile_rows) < cores:
+        tile_rows = -(-tile_rows // 2)  # a small map: blocks for every core
     panel = nr // 2 if decision.half_panels else nr  # the narrowest kernel call
     capacity = -(-tile_rows * tiles // panel) * panel
-    chunks = -(-problem.mg // _dispatch.WINOGRAD_OUT_CHUNK)  # equal chunks of row blocks
-    out_chunk = min(problem.mg, -(-(-(-problem.mg // chunks)) // mr) * mr)
+    out_chunk = min(problem.mg, -(-(-(-problem.mg // chunks)) // mr) * mr)  # equal chunks
     cg = problem.cg
     block = (_dispatch.WINOGRAD_TRANSPOSE_SUM_BLOCK if problem.transpose
              else _dispatch.SUM_BLOCK_SHALLOW if cg <= _dispatch.SUM_BLOCK_SPLIT
