@@ -16,12 +16,17 @@ cdef extern from "storage.h" nogil:
 # Winograd F(2x2, 3x3) transforms (convt/src/winograd.h).
 cdef extern from "winograd.h" nogil:
     ctypedef struct convt_winograd_block:
+        Py_ssize_t dims
+        Py_ssize_t front
+        Py_ssize_t out_front
         Py_ssize_t rows
         Py_ssize_t tiles
         Py_ssize_t top
         Py_ssize_t left
         Py_ssize_t capacity
     ctypedef struct convt_winograd_plane:
+        Py_ssize_t depth
+        Py_ssize_t plane_stride
         Py_ssize_t height
         Py_ssize_t width
         Py_ssize_t row_stride

@@ -17,10 +17,13 @@ cdef struct WinogradJob:
     float* workspace            # per thread: 16 x channel_chunk x capacity, then 16 x
                                 # out_chunk x capacity
     Py_ssize_t per_thread
-    Py_ssize_t x_strides[4]
-    Py_ssize_t y_strides[4]
+    Py_ssize_t dims             # 2 or 3 spatial axes
+    Py_ssize_t points           # transformed values per tile: 16 (2-D) or 64 (3-D)
+    Py_ssize_t n_stride, x_channel, y_n_stride, y_channel   # elements
+    convt_winograd_plane x_plane, y_plane
     Py_ssize_t groups, cg, mg
-    Py_ssize_t height, width, out_height, out_width, pad_top, pad_left
+    Py_ssize_t out_height, out_width, pad_front, pad_top, pad_left
+    Py_ssize_t tile_planes      # 3-D: planes of tiles (each a block dimension); 1 in 2-D
     Py_ssize_t tile_rows        # R per block
     Py_ssize_t tiles            # tile columns per block
     Py_ssize_t row_blocks, column_blocks, out_chunks
@@ -38,12 +41,12 @@ cdef void winograd_products(const WinogradJob* job, const float* v, float* m,
     cdef Py_ssize_t xi, j, rows, t, cap = job.capacity
     cdef const float* a
     cdef int accumulate = c0 > 0
-    for xi in range(16):
+    for xi in range(job.points):
         j = 0
         while j < mc:
             rows = min(mr, mc - j)
             # row block of U: [cg][rows] from the block's first row, at channel c0
-            a = job.packed + ((g * 16 + xi) * job.mg + m0 + j) * job.cg + c0 * rows
+            a = job.packed + ((g * job.points + xi) * job.mg + m0 + j) * job.cg + c0 * rows
             t = 0
             while t + nr <= used or (t < used and k.half[0] == NULL):  # (capacity: nr x)
                 k.gemm[rows - 1](cc, job.block, a, v + xi * cc * cap + t, job.offsets,
@@ -56,13 +59,21 @@ cdef void winograd_products(const WinogradJob* job, const float* v, float* m,
             j += rows
 
 
+cdef plane_of(array, convt_winograd_plane* plane):
+    """The spatial extents and element strides of an (N, C, [D,] H, W) float32 array."""
+    cdef int last = array.ndim - 1
+    plane.height, plane.width = array.shape[last - 1], array.shape[last]
+    plane.row_stride, plane.col_stride = array.strides[last - 1] // 4, array.strides[last] // 4
+    plane.depth = array.shape[2] if array.ndim == 5 else 1
+    plane.plane_stride = array.strides[2] // 4 if array.ndim == 5 else 0
+
+
 cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
     cdef const WinogradJob* job = <const WinogradJob*>context
-    cdef Py_ssize_t rest = index, n, g, rb, cb, oc, m0, mc, c0, cc, used
+    cdef Py_ssize_t rest = index, n, g, tz, rb, cb, oc, m0, mc, c0, cc, used
     cdef convt_winograd_block block
-    cdef convt_winograd_plane x_plane, y_plane
     cdef float* v = job.workspace + slot * job.per_thread
-    cdef float* m = v + 16 * job.channel_chunk * job.capacity
+    cdef float* m = v + job.points * job.channel_chunk * job.capacity
     cdef const float* xg
     cdef int bad = 0
     # the set's own transforms, else the baseline build (kernel_set.h)
@@ -80,45 +91,43 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
     rest //= job.column_blocks
     rb = rest % job.row_blocks
     rest //= job.row_blocks
+    tz = rest % job.tile_planes
+    rest //= job.tile_planes
     g = rest % job.groups
     n = rest // job.groups
+    block.dims = job.dims
+    block.front = 2 * tz - job.pad_front
+    block.out_front = 2 * tz
     block.tiles = min(job.tiles, (job.out_width + 1) // 2 - cb * job.tiles)
     block.rows = min(job.tile_rows, (job.out_height + 1) // 2 - rb * job.tile_rows)
     block.top = 2 * rb * job.tile_rows - job.pad_top
     block.left = 2 * cb * job.tiles - job.pad_left
     block.capacity = job.capacity
     used = block.rows * block.tiles
-    x_plane.height = job.height
-    x_plane.width = job.width
-    x_plane.row_stride = job.x_strides[2]
-    x_plane.col_stride = job.x_strides[3]
-    y_plane.height = job.out_height
-    y_plane.width = job.out_width
-    y_plane.row_stride = job.y_strides[2]
-    y_plane.col_stride = job.y_strides[3]
     m0 = oc * job.out_chunk
     mc = min(job.out_chunk, job.mg - m0)
-    xg = job.x + n * job.x_strides[0] + g * job.cg * job.x_strides[1]
+    xg = job.x + n * job.n_stride + g * job.cg * job.x_channel
     c0 = 0
     while c0 < job.cg:
         cc = min(job.channel_chunk, job.cg - c0)
-        bad |= transform_input(&block, &x_plane, xg + c0 * job.x_strides[1],
-                                        job.x_strides[1], cc, v)
+        bad |= transform_input(&block, &job.x_plane, xg + c0 * job.x_channel, job.x_channel,
+                               cc, v)
         winograd_products(job, v, m, g, m0, mc, c0, cc, used)
         c0 += cc
     bad |= transform_output(
-        &block, 2 * rb * job.tile_rows, 2 * cb * job.tiles, &y_plane, m, mc,
+        &block, 2 * rb * job.tile_rows, 2 * cb * job.tiles, &job.y_plane, m, mc,
         job.bias + g * job.mg + m0 if job.bias != NULL else NULL,
-        job.y + n * job.y_strides[0] + (g * job.mg + m0) * job.y_strides[1], job.y_strides[1])
+        job.y + n * job.y_n_stride + (g * job.mg + m0) * job.y_channel, job.y_channel)
     if bad:
         job.non_finite[slot] = 1
 
 
 def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
                   int num_threads):
-    """Fill ``y`` with Conv(x, w, b) by Winograd F(2x2, 3x3) on ``num_threads`` pool
-    threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides,
-    ``packed`` from pack_winograd, ``b`` float32 (M,) or None, ``pads`` (top, left),
+    """Fill ``y`` with Conv(x, w, b) by Winograd F(2x2, 3x3) or F(2x2x2, 3x3x3) on
+    ``num_threads`` pool threads: x (N, C, [D,] H, W) and y (N, M, [OD,] OH, OW) float32
+    arrays of any strides, ``packed`` from convt._winograd.transformed_weights, ``b``
+    float32 (M,) or None, ``pads`` the begin pads ([front,] top, left),
     ``layout`` a dict of the blocking (convt._winograd_plan).  Returns False when a
     transformed input or an output was not finite (y then holds no defined values):
     the caller computes such calls by an engine that follows the definition's
@@ -133,15 +142,21 @@ def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
     job.y = <float*>data_of(y)
     job.packed = <const float*>data_of(packed)
     job.bias = <const float*>data_of(b)
-    for i in range(4):
-        job.x_strides[i] = x.strides[i] // 4
-        job.y_strides[i] = y.strides[i] // 4
+    job.dims = x.ndim - 2
+    job.points = 16 if job.dims == 2 else 64
+    if job.dims not in (2, 3) or y.ndim != x.ndim or len(pads) != job.dims:
+        raise ValueError("winograd_conv: 2-D or 3-D operands and pads")
+    job.n_stride, job.x_channel = x.strides[0] // 4, x.strides[1] // 4
+    job.y_n_stride, job.y_channel = y.strides[0] // 4, y.strides[1] // 4
+    plane_of(x, &job.x_plane)
+    plane_of(y, &job.y_plane)
     job.groups = groups
     job.cg = x.shape[1] // groups
     job.mg = y.shape[1] // groups
-    job.height, job.width = x.shape[2], x.shape[3]
-    job.out_height, job.out_width = y.shape[2], y.shape[3]
-    job.pad_top, job.pad_left = pads
+    job.out_height, job.out_width = y.shape[x.ndim - 2], y.shape[x.ndim - 1]
+    job.pad_front = pads[0] if job.dims == 3 else 0
+    job.pad_top, job.pad_left = pads[job.dims - 2], pads[job.dims - 1]
+    job.tile_planes = (y.shape[2] + 1) // 2 if job.dims == 3 else 1
     job.tile_rows = layout["tile_rows"]
     job.tiles = layout["tiles"]
     job.capacity = layout["capacity"]
@@ -152,14 +167,16 @@ def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
     job.row_blocks = ((job.out_height + 1) // 2 + job.tile_rows - 1) // job.tile_rows
     job.column_blocks = ((job.out_width + 1) // 2 + job.tiles - 1) // job.tiles
     job.out_chunks = (job.mg + job.out_chunk - 1) // job.out_chunk
-    job.per_thread = 16 * (job.channel_chunk + job.out_chunk) * job.capacity
-    if (job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
+    job.per_thread = job.points * (job.channel_chunk + job.out_chunk) * job.capacity
+    if (packed.size != groups * job.points * job.mg * job.cg
+            or job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
             or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
             or x.dtype != np.float32
             or y.dtype != np.float32 or packed.dtype != np.float32
             or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
         raise ValueError("winograd_conv: inconsistent blocking or operands")
-    items = x.shape[0] * groups * job.row_blocks * job.column_blocks * job.out_chunks
+    items = (x.shape[0] * groups * job.tile_planes * job.row_blocks * job.column_blocks
+             * job.out_chunks)
     workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
     offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
     flags = np.zeros(threads, dtype=np.intc)

@@ -12,6 +12,7 @@ follows the definition's products one by one (0 x Inf is NaN where it says).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from ._compiled import load
 # G of F(2x2, 3x3): U = G g G^T for each 3x3 kernel g (exact in float64).
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 KRON_G = np.kron(G, G)  # U[4 i + j] = sum over k, l of G[i, k] G[j, l] g[3 k + l]
+KRON_G3 = np.kron(G, KRON_G)  # the same along three axes: 64 x 27
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,11 +44,16 @@ def plan(problem, decision):
     family = decision.kernel_set
     mr, nr = next((entry["f32"][0], entry["f32"][1]) for entry in load().families()
                   if entry["name"] == family)
-    out_rows, out_cols = _dispatch.winograd_tiles(problem.geometry)
+    grid = _dispatch.winograd_tiles(problem.geometry)
+    out_rows, out_cols = grid[-2:]
+    tile_planes = grid[0] if len(grid) == 3 else 1
+    points = 4 ** len(grid)
     tiles = min(out_cols, _dispatch.WINOGRAD_TILES)
     tile_rows = max(1, min(out_rows, _dispatch.WINOGRAD_TILES // tiles))
-    chunks = -(-problem.mg // _dispatch.WINOGRAD_OUT_CHUNK)
-    per_block = problem.batch * problem.group * -(-out_cols // tiles) * chunks
+    shrink = 2 if len(grid) == 3 else 1  # 3-D: 64 values per tile, half the channels
+    channel_chunk = _dispatch.WINOGRAD_CHANNEL_CHUNK // shrink
+    chunks = -(-problem.mg // (_dispatch.WINOGRAD_OUT_CHUNK // shrink))
+    per_block = problem.batch * problem.group * tile_planes * -(-out_cols // tiles) * chunks
     cores = decision.blocking.cores if decision.blocking is not None else 1
     while tile_rows > 1 and per_block * -(-out_rows // tile_rows) < cores:
         tile_rows = -(-tile_rows // 2)  # a small map: blocks for every core
@@ -58,41 +65,45 @@ def plan(problem, decision):
              else _dispatch.SUM_BLOCK_SHALLOW if cg <= _dispatch.SUM_BLOCK_SPLIT
              else _dispatch.SUM_BLOCK_DEEP)
     layout = dict(tile_rows=tile_rows, tiles=tiles, capacity=capacity,
-                  channel_chunk=min(cg, _dispatch.WINOGRAD_CHANNEL_CHUNK),
+                  channel_chunk=min(cg, channel_chunk),
                   out_chunk=out_chunk, block=block)
-    items = (problem.batch * problem.group * -(-out_rows // tile_rows)
+    items = (problem.batch * problem.group * tile_planes * -(-out_rows // tile_rows)
              * -(-out_cols // tiles) * -(-problem.mg // out_chunk))
-    residues = problem.geometry.dilations[0] * problem.geometry.dilations[1]
-    work = (16 * residues * problem.batch * problem.group * problem.cg * problem.mg
-            * out_rows * out_cols)
+    residues = math.prod(problem.geometry.dilations)
+    work = (points * residues * problem.batch * problem.group * problem.cg * problem.mg
+            * math.prod(grid))
     return WinogradRun(family, problem.transpose, mr, layout, items, work)
 
 
 def transformed_weights(w, group, mr):
-    """U = G g G^T of Conv weights ``w`` (M, C/group, 3, 3), packed as the driver reads
-    them: per group and xi (4 i + j), the group's output channels in row blocks of
-    ``mr``, each block [C/group][rows].  One float64 matrix product by kron(G, G)
-    gives the 16 values xi-major, so the packing moves whole row blocks."""
+    """U = G g G^T (3-D: G along each of the three axes) of Conv weights ``w`` (M,
+    C/group, 3, 3[, 3]), packed as the driver reads them: per group and point (4 i + j;
+    16 i + 4 j + k), the group's output channels in row blocks of ``mr``, each block
+    [C/group][rows].  One float64 matrix product by the Kronecker product of the G's
+    gives the values point-major, so the packing moves whole row blocks."""
     m_total, cg = w.shape[:2]
     mg = m_total // group
-    taps = np.ascontiguousarray(w.reshape(m_total * cg, 9).T, dtype=np.float64)
-    u = (KRON_G @ taps).astype(np.float32).reshape(16, group, mg, cg).swapaxes(0, 1)
-    packed = np.empty((group, 16, mg * cg), dtype=np.float32)
+    kron = KRON_G if w.ndim == 4 else KRON_G3
+    points, size = kron.shape
+    taps = np.ascontiguousarray(w.reshape(m_total * cg, size).T, dtype=np.float64)
+    u = (kron @ taps).astype(np.float32).reshape(points, group, mg, cg).swapaxes(0, 1)
+    packed = np.empty((group, points, mg * cg), dtype=np.float32)
     full = mg // mr * mr
-    packed[:, :, :full * cg] = (u[:, :, :full].reshape(group, 16, mg // mr, mr, cg)
-                                .swapaxes(3, 4).reshape(group, 16, -1))
+    packed[:, :, :full * cg] = (u[:, :, :full].reshape(group, points, mg // mr, mr, cg)
+                                .swapaxes(3, 4).reshape(group, points, -1))
     if full < mg:  # the last, shorter row block
-        packed[:, :, full * cg:] = u[:, :, full:].swapaxes(2, 3).reshape(group, 16, -1)
+        packed[:, :, full * cg:] = u[:, :, full:].swapaxes(2, 3).reshape(group, points, -1)
     return packed
 
 
 def conv_weights(w, group):
-    """The Conv weights (M, C/group, 3, 3) of ConvTranspose weights ``w`` (C, M/group,
-    3, 3): each group's channel axes swapped, the kernel flipped."""
+    """The Conv weights (M, C/group, 3, ...) of ConvTranspose weights ``w`` (C, M/group,
+    3, ...): each group's channel axes swapped, the kernel flipped along every axis."""
     channels, mg = w.shape[:2]
     cg = channels // group
-    grouped = w.reshape(group, cg, mg, 3, 3).swapaxes(1, 2)[..., ::-1, ::-1]
-    return grouped.reshape(group * mg, cg, 3, 3)
+    grouped = w.reshape((group, cg, mg) + w.shape[2:]).swapaxes(1, 2)
+    flipped = grouped[(slice(None),) * 3 + (slice(None, None, -1),) * (w.ndim - 2)]
+    return flipped.reshape((group * mg, cg) + w.shape[2:])
 
 
 @dataclass
@@ -142,6 +153,10 @@ def run(winograd, x, w, b, y, geometry, group, threads):
         return False
     bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
     drive = load().winograd_conv
+    if geometry.ndim == 3:  # (no dilation: winograd_route)
+        pads = tuple(2 - pad if winograd.transpose else pad for pad in geometry.pads_begin)
+        return drive(winograd.family, x, packed, bias, y, group, pads, winograd.layout,
+                     threads)
     (dy, dx), finite = geometry.dilations, True
     for (ry, sy, pad_y), (rx, sx, pad_x) in residues(geometry, winograd.transpose):
         view = y[:, :, ry::dy, rx::dx]

@@ -37,6 +37,9 @@ CONV_CASES = [
     ((1, 64, 40, 40), (64, 64, 3, 3), dict(pads=(2, 2, 2, 2), dilations=(2, 2))),  # DeepLab
     ((1, 64, 57, 43), (48, 64, 3, 3), dict(pads=(1, 3, 2, 0), dilations=(2, 3))),
     ((1, 32, 40, 41), (32, 32, 3, 3), dict(dilations=(2, 2))),
+    ((1, 32, 12, 12, 12), (32, 32, 3, 3, 3), dict(pads=(1,) * 6)),        # 3-D
+    ((2, 32, 9, 13, 11), (40, 32, 3, 3, 3), dict(pads=(1, 0, 2, 2, 1, 0))),
+    ((1, 64, 8, 20, 19), (66, 32, 3, 3, 3), dict(pads=(1,) * 6, group=2)),
 ]
 
 
@@ -74,20 +77,22 @@ def test_conv_transpose_matches_float64(x_shape, w_shape, params):
     assert _relative_error(y, exact) < 2e-6
 
 
-def test_error_stays_below_a_one_run_sum():
-    """Engines that sum a Conv's C x 9 products in one run (PyTorch, onnxruntime) have
-    the error the loop below has; Winograd's transforms add a few roundings per value
-    but sum only C products per tile element."""
-    x, w, _ = _data((1, 64, 24, 24), (64, 64, 3, 3), 64, seed=5)
-    layer = Conv(pads=(1, 1, 1, 1))
+@pytest.mark.parametrize("space", [(24, 24), (10, 10, 10)])
+def test_error_stays_below_a_one_run_sum(space):
+    """Engines that sum a Conv's C x 9 (3-D: C x 27) products in one run (PyTorch,
+    onnxruntime) have the error the loop below has; Winograd's transforms add a few
+    roundings per value but sum only C products per tile element."""
+    dims = len(space)
+    x, w, _ = _data((1, 64) + space, (64, 64) + (3,) * dims, 64, seed=5)
+    layer = Conv(pads=(1,) * 2 * dims)
     assert _winograd_runs(layer, x.shape, w.shape)
     exact = layer.apply(x.astype(np.float64), w.astype(np.float64))
-    padded = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
-    one_run = np.zeros((64, 24, 24), np.float32)
+    padded = np.pad(x[0], ((0, 0),) + ((1, 1),) * dims)
+    one_run = np.zeros((64,) + space, np.float32)
     for c in range(64):
-        for i in range(3):
-            for j in range(3):
-                one_run += w[:, c, i, j, None, None] * padded[c, i:i + 24, j:j + 24]
+        for tap in np.ndindex(*(3,) * dims):
+            window = tuple(slice(k, k + size) for k, size in zip(tap, space))
+            one_run += w[(slice(None), c) + tap][(...,) + (None,) * dims] * padded[c][window]
     winograd = layer.apply(x, w)
 
     def rms(y):
@@ -99,21 +104,31 @@ def test_error_stays_below_a_one_run_sum():
 
 @pytest.mark.parametrize("where", ["x", "w"])
 @pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
-def test_non_finite_values_give_the_definitions_results(where, value):
+@pytest.mark.parametrize("dims", [2, 3])
+def test_non_finite_values_give_the_definitions_results(where, value, dims):
     """Inf - Inf inside the transforms would make NaN where the products give Inf: such
     calls run the GEMM engine, whose every product is the definition's."""
-    x, w, b = _data((1, 32, 16, 16), (32, 32, 3, 3), 32, seed=2)
-    (x if where == "x" else w)[0, 3, 5 if where == "x" else 1, 7 if where == "x" else 2] = value
-    layer = Conv(pads=(1, 1, 1, 1))
+    space = (16, 16) if dims == 2 else (8, 10, 12)
+    x, w, b = _data((1, 32) + space, (32, 32) + (3,) * dims, 32, seed=2)
+    (x if where == "x" else w)[(0, 3) + ((5, 7, 4)[:dims] if where == "x" else (1,) * dims)] = value
+    layer = Conv(pads=(1,) * 2 * dims)
     assert _winograd_runs(layer, x.shape, w.shape)
     y = layer.apply(x, w, b)
-    expected = Conv(pads=(1, 1, 1, 1))._apply(x, w, b, engine="gemm")
+    expected = Conv(pads=(1,) * 2 * dims)._apply(x, w, b, engine="gemm")
     np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
     np.testing.assert_array_equal(np.isposinf(y), np.isposinf(expected))
     np.testing.assert_array_equal(np.isneginf(y), np.isneginf(expected))
     finite = np.isfinite(expected)
     assert not finite.all()
     np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-4)
+
+
+def test_3d_results_do_not_depend_on_threads():
+    x, w, b = _data((1, 32, 10, 14, 18), (40, 32, 3, 3, 3), 40, seed=3)
+    layer = Conv(pads=(1,) * 6)
+    assert _winograd_runs(layer, x.shape, w.shape)
+    one = Conv(pads=(1,) * 6, num_threads=1).apply(x, w, b)
+    np.testing.assert_array_equal(one, Conv(pads=(1,) * 6, num_threads=2).apply(x, w, b))
 
 
 def test_results_do_not_depend_on_threads_or_strides():
@@ -141,9 +156,19 @@ def test_weights_changed_in_place_are_transformed_again():
     ((1, 64, 30, 30), (64, 64, 3, 3), dict(strides=(2, 2))),      # strided
     ((1, 64, 24, 24), (64, 64, 3, 3), dict(dilations=(2, 2))),    # residues of 6 x 6 tiles
     ((1, 64, 30, 30), (64, 64, 5, 5), {}),                        # 5x5
+    ((1, 32, 12, 12, 12), (32, 32, 3, 3, 3), dict(dilations=(2, 2, 2))),  # 3-D dilated
+    ((1, 32, 12, 12, 12), (32, 32, 3, 3, 3), dict(strides=(2, 2, 2))),
 ])
 def test_other_layers_keep_the_gemm_engine(x_shape, w_shape, params):
     assert not _winograd_runs(Conv(**params), x_shape, w_shape)
+
+
+def test_3d_conv_transpose_keeps_the_gemm_engine():
+    """Its col2im competitors sum each tap's channels first: more accurately than the
+    3-D transforms allow (see convt._dispatch.winograd_route)."""
+    assert not _winograd_runs(ConvTranspose(pads=(1,) * 6), (1, 32, 12, 12, 12),
+                              (32, 32, 3, 3, 3))
+    assert _winograd_runs(Conv(pads=(1,) * 6), (1, 32, 12, 12, 12), (32, 32, 3, 3, 3))
 
 
 def test_other_dtypes_and_strided_conv_transpose_keep_the_gemm_engine():

@@ -1,4 +1,6 @@
-/* Winograd F(2x2, 3x3) transforms for float32 Conv (stride 1, no dilation).
+/* Winograd F(2x2, 3x3) and F(2x2x2, 3x3x3) transforms for float32 Conv (stride 1).
+ * In 3-D the same matrices apply along each of the three axes: 4x4x4 patches,
+ * 64 transformed values per tile of 2x2x2 outputs (216 products before).
  *
  * A tile is 2 x 2 outputs; it reads a 4 x 4 input patch d (zero outside x).
  * Its 16 transformed inputs are V = B^T d B, its products M[xi] =
@@ -25,6 +27,9 @@
 #define CONVT_WINOGRAD_MAX_TILES 128
 
 typedef struct convt_winograd_block {
+    ptrdiff_t dims;          /* 2: F(2x2, 3x3); 3: F(2x2x2, 3x3x3), one plane of tiles */
+    ptrdiff_t front;         /* 3-D: first input plane of the tiles' patches (may be < 0) */
+    ptrdiff_t out_front;     /* 3-D: first output plane of the tiles */
     ptrdiff_t rows;          /* R: tile rows */
     ptrdiff_t tiles;         /* tile columns per row, <= CONVT_WINOGRAD_MAX_TILES */
     ptrdiff_t top, left;     /* input coordinates of the first tile's patch (may be < 0) */
@@ -32,8 +37,8 @@ typedef struct convt_winograd_block {
 } convt_winograd_block;
 
 typedef struct convt_winograd_plane {
-    ptrdiff_t height, width;         /* of x (input) or y (output) */
-    ptrdiff_t row_stride, col_stride;  /* elements */
+    ptrdiff_t depth, height, width;  /* of x (input) or y (output); depth 1 in 2-D */
+    ptrdiff_t plane_stride, row_stride, col_stride;  /* elements */
 } convt_winograd_plane;
 
 /* V[xi][c][t] for channels c < channels of x (channel stride x_channel).
@@ -46,7 +51,7 @@ int convt_winograd_input_f32(const convt_winograd_block *block,
 
 /* y = A^T M A (+ bias[m], bias may be NULL) for m < channels, from M[xi][m][t]
  * (`capacity` tiles per row); the block's first tile has its top-left output at
- * (out_top, out_left) of the output plane (channel stride y_channel); outputs
+ * (out_top, out_left) of the output plane (3-D: of planes out_front and the next) (channel stride y_channel); outputs
  * beyond the plane are not written.  Returns nonzero if any output is not
  * finite. */
 int convt_winograd_output_f32(const convt_winograd_block *block, ptrdiff_t out_top,

@@ -1,4 +1,4 @@
-/* The Winograd F(2x2, 3x3) transforms of winograd.h, included by each file that
+/* The Winograd F(2x2, 3x3) and F(2x2x2, 3x3x3) transforms of winograd.h, included by each file that
  * compiles them for a CPU family, with WINOGRAD_NAME(part) naming its functions and
  * WINOGRAD_TARGET its target attribute (empty for the portable build): plain C
  * written so that compilers vectorise every inner loop for that target (no
@@ -80,12 +80,78 @@ static WINOGRAD_TARGET void WINOGRAD_NAME(patches)(const convt_winograd_block *b
     }
 }
 
+/* F(2x2x2, 3x3x3): 4x4x4 patches, B^T along the planes, the rows, then each tile's
+ * columns; V[16 i + 4 j + k]. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(patches3d)(const convt_winograd_block *block,
+                                                     const convt_winograd_plane *plane,
+                                                     const float *x, ptrdiff_t x_channel,
+                                                     ptrdiff_t channels, float *v)
+{
+    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 2 };
+    const ptrdiff_t tiles = block->tiles, count = 2 * tiles + 2;
+    const ptrdiff_t used = block->rows * tiles, capacity = block->capacity;
+    const ptrdiff_t xi_stride = channels * capacity;
+    float d[4][4][MAX_COLUMNS], e[4][4][MAX_COLUMNS];
+    ptrdiff_t c, r, i, j, q, t;
+    for (c = 0; c < channels; ++c) {
+        const float *xc = x + c * x_channel;
+        float *vc = v + c * capacity;
+        for (r = 0; r < block->rows; ++r) {
+            const ptrdiff_t top = block->top + 2 * r;
+            for (i = 0; i < 4; ++i) {
+                const ptrdiff_t z = block->front + i;
+                for (j = 0; j < 4; ++j) {
+                    if (z < 0 || z >= plane->depth)
+                        memset(d[i][j], 0, (size_t)count * sizeof(float));
+                    else
+                        WINOGRAD_NAME(patch_row)(plane, xc + z * plane->plane_stride,
+                                                 top + j, block->left, count, d[i][j]);
+                }
+            }
+            for (j = 0; j < 4; ++j)        /* B^T along the planes */
+                for (q = 0; q < count; ++q) {
+                    e[0][j][q] = d[0][j][q] - d[2][j][q];
+                    e[1][j][q] = d[1][j][q] + d[2][j][q];
+                    e[2][j][q] = d[2][j][q] - d[1][j][q];
+                    e[3][j][q] = d[1][j][q] - d[3][j][q];
+                }
+            for (i = 0; i < 4; ++i)        /* then along the rows (into d) */
+                for (q = 0; q < count; ++q) {
+                    d[i][0][q] = e[i][0][q] - e[i][2][q];
+                    d[i][1][q] = e[i][1][q] + e[i][2][q];
+                    d[i][2][q] = e[i][2][q] - e[i][1][q];
+                    d[i][3][q] = e[i][1][q] - e[i][3][q];
+                }
+            for (i = 0; i < 4; ++i)        /* then each tile's columns */
+                for (j = 0; j < 4; ++j) {
+                    const float *uij = d[i][j];
+                    float *v0 = vc + (16 * i + 4 * j) * xi_stride + r * tiles;
+                    float *v1 = v0 + xi_stride, *v2 = v1 + xi_stride, *v3 = v2 + xi_stride;
+                    for (t = 0; t < tiles; ++t) {
+                        const float d0 = uij[2 * t], d1 = uij[2 * t + 1];
+                        const float d2 = uij[2 * t + 2], d3 = uij[2 * t + 3];
+                        v0[t] = d0 - d2;
+                        v1[t] = d1 + d2;
+                        v2[t] = d2 - d1;
+                        v3[t] = d1 - d3;
+                    }
+                }
+        }
+        for (i = 0; i < 64; ++i)  /* the panels' padding columns */
+            for (t = used; t < capacity; ++t)
+                vc[i * xi_stride + t] = 0.0f;
+    }
+}
+
 WINOGRAD_TARGET int WINOGRAD_NAME(input_f32)(const convt_winograd_block *block,
                                              const convt_winograd_plane *plane,
                                              const float *x, ptrdiff_t x_channel,
                                              ptrdiff_t channels, float *v)
 {
-    WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
+    if (block->dims == 3)
+        WINOGRAD_NAME(patches3d)(block, plane, x, x_channel, channels, v);
+    else
+        WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
     return 0;  /* see winograd.h: the output transform notices non-finite inputs */
 }
 
@@ -129,6 +195,76 @@ static WINOGRAD_TARGET void WINOGRAD_NAME(combine)(const float *s, ptrdiff_t str
     }
 }
 
+/* F(2x2x2, 3x3x3): the 8 outputs o[4 plane + 2 row + column][t] of a row of tiles,
+ * A^T applied along the columns, the rows, then the planes, each a pass over the
+ * row's tiles (so that it vectorises), in double, rounded once. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(combine3d)(const float *s, ptrdiff_t stride,
+                                                     ptrdiff_t tiles, double add,
+                                                     float o[8][CONVT_WINOGRAD_MAX_TILES])
+{
+    double p[4][4][2][CONVT_WINOGRAD_MAX_TILES], q[4][2][2][CONVT_WINOGRAD_MAX_TILES];
+    ptrdiff_t t;
+    int i, j, k;
+    for (i = 0; i < 4; ++i)
+        for (j = 0; j < 4; ++j) {  /* along the columns */
+            const float *m0 = s + (16 * i + 4 * j) * stride, *m1 = m0 + stride;
+            const float *m2 = m1 + stride, *m3 = m2 + stride;
+            for (t = 0; t < tiles; ++t) {
+                p[i][j][0][t] = (double)m0[t] + (double)m1[t] + (double)m2[t];
+                p[i][j][1][t] = (double)m1[t] - (double)m2[t] - (double)m3[t];
+            }
+        }
+    for (i = 0; i < 4; ++i)
+        for (k = 0; k < 2; ++k)    /* along the rows */
+            for (t = 0; t < tiles; ++t) {
+                q[i][0][k][t] = p[i][0][k][t] + p[i][1][k][t] + p[i][2][k][t];
+                q[i][1][k][t] = p[i][1][k][t] - p[i][2][k][t] - p[i][3][k][t];
+            }
+    for (j = 0; j < 2; ++j)
+        for (k = 0; k < 2; ++k)    /* along the planes */
+            for (t = 0; t < tiles; ++t) {
+                o[2 * j + k][t] = (float)(q[0][j][k][t] + q[1][j][k][t] + q[2][j][k][t] + add);
+                o[4 + 2 * j + k][t] =
+                    (float)(q[1][j][k][t] - q[2][j][k][t] - q[3][j][k][t] + add);
+            }
+}
+
+/* Rows oy and oy + 1 (those inside the plane) of one output plane from a row of
+ * tiles' outputs o[2 row + column]; returns the largest exponent field written. */
+static WINOGRAD_TARGET uint32_t WINOGRAD_NAME(write_rows)(const convt_winograd_plane *plane,
+                                                          float *y, ptrdiff_t oy,
+                                                          ptrdiff_t out_left, ptrdiff_t tiles,
+                                                          float (*o)[CONVT_WINOGRAD_MAX_TILES])
+{
+    const ptrdiff_t step = plane->col_stride;
+    const ptrdiff_t inside = (plane->width - out_left) / 2;  /* tiles with both columns in */
+    const ptrdiff_t whole = inside < tiles ? inside : tiles;
+    uint32_t largest = 0;
+    ptrdiff_t a, t;
+    for (a = 0; a < 2 && oy + a < plane->height; ++a) {
+        float *row = y + (oy + a) * plane->row_stride + out_left * step;
+        const float *even = o[2 * a], *odd = o[2 * a + 1];
+        if (step == 1) {
+            for (t = 0; t < whole; ++t) {
+                row[2 * t] = even[t];
+                row[2 * t + 1] = odd[t];
+            }
+        } else {
+            for (t = 0; t < whole; ++t) {
+                row[2 * t * step] = even[t];
+                row[(2 * t + 1) * step] = odd[t];
+            }
+        }
+        largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(even, whole));
+        largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(odd, whole));
+        if (whole < tiles && out_left + 2 * whole < plane->width) {  /* a last column */
+            row[2 * whole * step] = even[whole];
+            largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(even + whole, 1));
+        }
+    }
+    return largest;
+}
+
 WINOGRAD_TARGET int WINOGRAD_NAME(output_f32)(const convt_winograd_block *block,
                                               ptrdiff_t out_top, ptrdiff_t out_left,
                                               const convt_winograd_plane *plane,
@@ -137,40 +273,26 @@ WINOGRAD_TARGET int WINOGRAD_NAME(output_f32)(const convt_winograd_block *block,
                                               ptrdiff_t y_channel)
 {
     const ptrdiff_t tiles = block->tiles, capacity = block->capacity;
-    const ptrdiff_t xi_stride = channels * capacity, step = plane->col_stride;
-    /* tiles whose two columns are both inside the plane */
-    const ptrdiff_t inside = (plane->width - out_left) / 2;
-    const ptrdiff_t whole = inside < tiles ? inside : tiles;
-    float o[4][CONVT_WINOGRAD_MAX_TILES];
+    const ptrdiff_t xi_stride = channels * capacity;
+    float o[8][CONVT_WINOGRAD_MAX_TILES];
     uint32_t largest = 0;
-    ptrdiff_t c, r, a, t;
+    ptrdiff_t c, r, z;
     for (c = 0; c < channels; ++c) {
         const double add = bias ? bias[c] : 0.0;
+        float *yc = y + c * y_channel;
         for (r = 0; r < block->rows; ++r) {
             const float *s = m + c * capacity + r * tiles;
             const ptrdiff_t oy = out_top + 2 * r;
-            WINOGRAD_NAME(combine)(s, xi_stride, tiles, add, o);
-            for (a = 0; a < 2 && oy + a < plane->height; ++a) {
-                float *row = y + c * y_channel + (oy + a) * plane->row_stride + out_left * step;
-                const float *even = o[2 * a], *odd = o[2 * a + 1];
-                if (step == 1) {
-                    for (t = 0; t < whole; ++t) {
-                        row[2 * t] = even[t];
-                        row[2 * t + 1] = odd[t];
-                    }
-                } else {
-                    for (t = 0; t < whole; ++t) {
-                        row[2 * t * step] = even[t];
-                        row[(2 * t + 1) * step] = odd[t];
-                    }
-                }
-                largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(even, whole));
-                largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(exponents)(odd, whole));
-                if (whole < tiles && out_left + 2 * whole < plane->width) {  /* a last column */
-                    row[2 * whole * step] = even[whole];
-                    largest = WINOGRAD_NAME(larger)(largest,
-                                                    WINOGRAD_NAME(exponents)(even + whole, 1));
-                }
+            if (block->dims == 3) {
+                WINOGRAD_NAME(combine3d)(s, xi_stride, tiles, add, o);
+                for (z = 0; z < 2 && block->out_front + z < plane->depth; ++z)
+                    largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(write_rows)(
+                        plane, yc + (block->out_front + z) * plane->plane_stride, oy,
+                        out_left, tiles, o + 4 * z));
+            } else {
+                WINOGRAD_NAME(combine)(s, xi_stride, tiles, add, o);
+                largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(write_rows)(
+                    plane, yc, oy, out_left, tiles, o));
             }
         }
     }
