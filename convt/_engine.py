@@ -536,8 +536,10 @@ class Explanation:
                          "runs as channels-last rows, x and y transposed around them")
         if self.winograd is not None:
             layout = self.winograd.layout
+            kind = ("F(2x2x2, 3x3x3): 64 products per 2x2x2" if problem.geometry.ndim == 3
+                    else "F(2x2, 3x3): 16 products per 2x2")
             lines.append(
-                f"  winograd F(2x2, 3x3): 16 products per 2x2 outputs and input channel, "
+                f"  winograd {kind} outputs and input channel, "
                 f"blocks of {layout['tile_rows']} x {layout['tiles']} tiles, input channels "
                 f"{layout['channel_chunk']} at a time (blocked sums of {layout['block']}), "
                 f"{layout['out_chunk']} output channels per item, "

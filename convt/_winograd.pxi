@@ -1,7 +1,9 @@
-# Winograd F(2x2, 3x3) engine for float32 Conv (stride 1, no dilation): each
-# work item is one image, group, block of tiles and chunk of output channels.
+# Winograd engine for float32 Conv, F(2x2, 3x3) and F(2x2x2, 3x3x3) (stride 1;
+# convt/_winograd.py maps ConvTranspose and dilated layers onto it): each work item
+# is one image, group, plane of tiles (3-D), block of tiles and chunk of output
+# channels.
 # It transforms the block's inputs a chunk of input channels at a time
-# (convt/src/winograd_body.h, compiled per kernel set), sums the 16 products with the kernel set's GEMM
+# (convt/src/winograd_body.h, compiled per kernel set), sums the 16 (64) products with the kernel set's GEMM
 # micro-kernels (rows: output channels, vectors: tiles; blocked sums as in the
 # GEMM engine), then transforms the products into y.  Work items never depend
 # on the thread count, so results are bitwise identical for every num_threads.
@@ -10,12 +12,12 @@
 cdef struct WinogradJob:
     const float* x
     float* y
-    const float* packed         # [group][16][mg][cg] in row blocks of mr: see pack_winograd
+    const float* packed         # [group][points][mg][cg] in row blocks of mr (_winograd.py)
     const float* bias           # (M,) float32 or NULL
     const convt_kernels_f32* kernels
     const Py_ssize_t* offsets   # [k] = k * capacity, k < channel_chunk
-    float* workspace            # per thread: 16 x channel_chunk x capacity, then 16 x
-                                # out_chunk x capacity
+    float* workspace            # per thread: points x channel_chunk x capacity, then
+                                # points x out_chunk x capacity
     Py_ssize_t per_thread
     Py_ssize_t dims             # 2 or 3 spatial axes
     Py_ssize_t points           # transformed values per tile: 16 (2-D) or 64 (3-D)

@@ -63,7 +63,7 @@
  *     (nr / 2) + i] x b[offsets[k] + j], accumulated as in gemm (so the same
  *     value, bit for bit).  a: a row block of the packed weights, nr / 2 or
  *     nr rows wide; c: the product transposed (CONVT_SET_TRANSPOSED sets).
- * winograd_input, winograd_output: the Winograd F(2x2, 3x3) transforms of
+ * winograd_input, winograd_output: the Winograd transforms (2-D and 3-D) of
  *     winograd.h compiled for the set's CPU (float32 sets; NULL: the baseline
  *     build of winograd.c, which every set may call).
  * load[storage]: dst[i] = T(src[i]), exact.
