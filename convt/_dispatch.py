@@ -244,9 +244,9 @@ def channels_last_problem(problem):
 
 
 # --- Winograd ---------------------------------------------------------------
-# float32 Conv with 3x3 kernels and stride 1 runs Winograd F(2x2, 3x3) (dilated
-# ones on each residue of the outputs; convt/_winograd.py), as does such a
-# ConvTranspose without output padding (the Conv with the flipped kernel): 16 products per 2x2 outputs and input channel
+# float32 Conv with 3x3 kernels, stride 1 and no dilation runs Winograd F(2x2, 3x3)
+# (convt/_winograd.py), as does such a ConvTranspose without output padding (the
+# Conv with the flipped kernel), and 3-D Conv with 3x3x3 kernels F(2x2x2, 3x3x3): 16 products per 2x2 outputs and input channel
 # instead of 36, for transforms that only add.  Its float32 error against float64 (3x3 64->64
 # on 56x56: largest 2.7e-5, RMS 4.9e-6) stays below that of engines summing the
 # 576 products in one run (PyTorch 1.2e-4 / 1.0e-5), though above the GEMM
@@ -274,18 +274,20 @@ WINOGRAD_TRANSPOSE_SUM_BLOCK = 8
 
 def winograd_route(problem, decision):
     """Whether a call runs Winograd: a float32 2-D Conv or ConvTranspose with 3x3
-    kernels, stride 1 and no output padding (F(2x2, 3x3); any dilation: a dilated
-    layer is one dense layer per residue of the outputs, see convt/_winograd.py), or a
-    3-D Conv with 3x3x3 kernels, stride 1, no dilation (F(2x2x2, 3x3x3); not
+    kernels, stride 1, no dilation and no output padding (F(2x2, 3x3)), or a 3-D
+    Conv with 3x3x3 kernels, stride 1, no dilation (F(2x2x2, 3x3x3); not
     ConvTranspose: col2im engines' float32 error stays lower there, RMS 3.9e-6 against
     5.0e-6 on 32 channels over 24^3), on the GEMM engine with a compiled kernel set,
-    enough channels per group and enough tiles per residue (WINOGRAD_MIN_CHANNELS,
-    WINOGRAD_MIN_TILES)."""
+    enough channels per group and enough tiles (WINOGRAD_MIN_CHANNELS,
+    WINOGRAD_MIN_TILES).  Dilated layers keep the GEMM engine: each residue of their
+    outputs is a dense layer over strided views, which ran 1.12x the GEMM engine's speed
+    on 64 channels over 56x56 (d2) but 0.84-0.93x on DeepLab's 256 channels over 33x33
+    (residues of at most 81 tiles, the input read and the output written with stride 2)."""
     geometry = problem.geometry
     ones = (1,) * geometry.ndim
     if (geometry.ndim not in (2, 3) or geometry.kernel_shape != (3,) * geometry.ndim
             or any(geometry.output_padding) or geometry.strides != ones
-            or (geometry.ndim == 3 and (geometry.dilations != ones or problem.transpose))
+            or geometry.dilations != ones or (geometry.ndim == 3 and problem.transpose)
             or problem.dtype != np.float32
             or decision.engine != "gemm" or decision.kernel_set == "blas"
             or min(problem.cg, problem.mg) < WINOGRAD_MIN_CHANNELS):
@@ -294,11 +296,8 @@ def winograd_route(problem, decision):
 
 
 def winograd_tiles(geometry):
-    """Tiles of 2 outputs per axis ((planes,) rows, columns) of one residue's dense
-    layer: a dilation d splits an axis of the output into d residues of ceil(size / d)
-    outputs."""
-    return tuple((-(-size // dilation) + 1) // 2
-                 for size, dilation in zip(geometry.output_shape, geometry.dilations))
+    """Tiles of 2 outputs per axis ((planes,) rows, columns) of the output."""
+    return tuple((size + 1) // 2 for size in geometry.output_shape)
 
 
 # --- limits ------------------------------------------------------------------

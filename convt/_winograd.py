@@ -35,7 +35,7 @@ class WinogradRun:
     transpose: bool      # a ConvTranspose: the Conv with the flipped kernel
     mr: int              # its rows per block: the packing's row blocks
     layout: dict         # tile_rows, tiles, capacity, channel_chunk, out_chunk, block
-    work_items: int      # per driver call (one per residue of a dilated layer)
+    work_items: int
     multiply_adds: int   # the GEMM's, for the thread count
 
 
@@ -69,9 +69,7 @@ def plan(problem, decision):
                   out_chunk=out_chunk, block=block)
     items = (problem.batch * problem.group * tile_planes * -(-out_rows // tile_rows)
              * -(-out_cols // tiles) * -(-problem.mg // out_chunk))
-    residues = math.prod(problem.geometry.dilations)
-    work = (points * residues * problem.batch * problem.group * problem.cg * problem.mg
-            * math.prod(grid))
+    work = points * problem.batch * problem.group * problem.cg * problem.mg * math.prod(grid)
     return WinogradRun(family, problem.transpose, mr, layout, items, work)
 
 
@@ -129,22 +127,6 @@ def packed_weights(run, w, group, threads):
     return packed
 
 
-def residues(geometry, transpose):
-    """The dense layers of a layer with dilations d: per axis, for each residue r < d of
-    the outputs o = d q + r, (r, s, pad) such that y[r::d] is the stride-1 correlation
-    of x[s::d] padded by ``pad`` with the (undilated) kernel.  Output o reads inputs
-    o - p + d k = d (q + k + c) + s with s = (r - p) mod d, c = (r - p - s) / d, so the
-    pad is -c; a ConvTranspose is the Conv with the flipped kernel padded by
-    d (k - 1) - p, i.e. p' = 2 d - p for 3x3 kernels."""
-    per_axis = []
-    for pad, dilation in zip(geometry.pads_begin, geometry.dilations):
-        if transpose:
-            pad = 2 * dilation - pad
-        per_axis.append([(r, (r - pad) % dilation, -((r - pad) // dilation))
-                         for r in range(dilation)])
-    return [(row, col) for row in per_axis[0] for col in per_axis[1]]
-
-
 def run(winograd, x, w, b, y, geometry, group, threads):
     """Fill ``y`` with Conv(x, w, b) by Winograd; False (y undefined) when a weight,
     a transformed input or an output is not finite."""
@@ -153,14 +135,7 @@ def run(winograd, x, w, b, y, geometry, group, threads):
         return False
     bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
     drive = load().winograd_conv
-    if geometry.ndim == 3:  # (no dilation: winograd_route)
-        pads = tuple(2 - pad if winograd.transpose else pad for pad in geometry.pads_begin)
-        return drive(winograd.family, x, packed, bias, y, group, pads, winograd.layout,
-                     threads)
-    (dy, dx), finite = geometry.dilations, True
-    for (ry, sy, pad_y), (rx, sx, pad_x) in residues(geometry, winograd.transpose):
-        view = y[:, :, ry::dy, rx::dx]
-        if view.size:
-            finite &= drive(winograd.family, x[:, :, sy::dy, sx::dx], packed, bias, view,
-                            group, (pad_y, pad_x), winograd.layout, threads)
-    return finite
+    pads = tuple(geometry.pads_begin)
+    if winograd.transpose:  # output o reads input o + pad - k: a Conv padded by 2 - pad
+        pads = tuple(2 - pad for pad in pads)
+    return drive(winograd.family, x, packed, bias, y, group, pads, winograd.layout, threads)
