@@ -1,9 +1,11 @@
-"""Winograd F(2x2, 3x3) for float32 Conv (and stride-1 ConvTranspose, the Conv with
-the flipped kernel): blocking, transformed weights, the call.
+"""Winograd for float32 layers: F(2x2, 3x3) for 2-D Conv and stride-1 ConvTranspose
+(the Conv with the flipped kernel), F(2x2x2, 3x3x3) for 3-D Conv: blocking,
+transformed weights, the call.
 
 The rule that picks it is :func:`convt._dispatch.winograd_route`; the transforms
-are convt/src/winograd.c and the driver ``winograd_conv`` in _winograd.pxi.  The
-weights are transformed in float64 (U = G g G^T, rounded once to float32),
+are convt/src/winograd_body.h (compiled per kernel set) and the driver
+``winograd_conv`` in _winograd.pxi.  The weights are transformed in float64
+(U = G g G^T, G along each axis, rounded once to float32),
 packed in the kernel set's row blocks, and remembered between calls by
 convt._weight_cache (reused only for bitwise-equal weights).  Non-finite
 weights, inputs or outputs send the call to the GEMM engine, whose arithmetic
