@@ -258,6 +258,14 @@ def channels_last_problem(problem):
 # tiles) 0.84x: 16 MiB of weights streamed for 64 outputs per channel.
 WINOGRAD_MIN_CHANNELS = 32      # input and output channels per group, at least
 WINOGRAD_MIN_TILES = 36         # 2x2 output tiles per image, at least
+# Small calls keep the GEMM engine: the transforms' and the driver's fixed costs
+# made Winograd 0.77-0.94x on 32-64 channels over 12x12 and 16x16 (2-9 million
+# multiply-adds), a tie on 128 x 12x12 (21 million) and 1.03-1.28x from 64 x 24x24
+# (21 million) up; in 3-D 0.87-0.92x on 32 x 12^3 (48 million), 0.91-1.02x on
+# 32 x 24^3 (382 million), 1.21-1.31x on 64 x 16^3 (453 million) and 32 x 32^3.
+# Counted as the call's direct multiply-adds (Problem.multiply_adds).
+WINOGRAD_MIN_WORK = 2**24       # 2-D
+WINOGRAD_3D_MIN_WORK = 2**28
 # Blocking, swept on Zen 3 at 1 and 2 threads (64 channels on 56x56, batch 8, 128 on
 # 28x28, 256 on 14x14, 32 on 112x112): 64 tiles per block was best (32: 20-28% slower,
 # 96 and 128: 0-12%); input chunks of 32-128 and output chunks of 64-128 channels tied.
@@ -278,8 +286,8 @@ def winograd_route(problem, decision):
     Conv with 3x3x3 kernels, stride 1, no dilation (F(2x2x2, 3x3x3); not
     ConvTranspose: col2im engines' float32 error stays lower there, RMS 3.9e-6 against
     5.0e-6 on 32 channels over 24^3), on the GEMM engine with a compiled kernel set,
-    enough channels per group and enough tiles (WINOGRAD_MIN_CHANNELS,
-    WINOGRAD_MIN_TILES).  Dilated layers keep the GEMM engine: each residue of their
+    enough channels per group, tiles and work (WINOGRAD_MIN_CHANNELS,
+    WINOGRAD_MIN_TILES, WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK).  Dilated layers keep the GEMM engine: each residue of their
     outputs is a dense layer over strided views, which ran 1.12x the GEMM engine's speed
     on 64 channels over 56x56 (d2) but 0.84-0.93x on DeepLab's 256 channels over 33x33
     (residues of at most 81 tiles, the input read and the output written with stride 2)."""
@@ -292,7 +300,9 @@ def winograd_route(problem, decision):
             or decision.engine != "gemm" or decision.kernel_set == "blas"
             or min(problem.cg, problem.mg) < WINOGRAD_MIN_CHANNELS):
         return False
-    return math.prod(winograd_tiles(geometry)) >= WINOGRAD_MIN_TILES
+    least = WINOGRAD_MIN_WORK if geometry.ndim == 2 else WINOGRAD_3D_MIN_WORK
+    return (math.prod(winograd_tiles(geometry)) >= WINOGRAD_MIN_TILES
+            and problem.multiply_adds() >= least)
 
 
 def winograd_tiles(geometry):
@@ -817,7 +827,8 @@ def tuning():
             SUM_BLOCK_FEW_CHANNELS,
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS, CHANNELS_LAST_MAX_OUTPUTS,
             CHANNELS_LAST_MAX_BYTES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, WINOGRAD_TILES,
-            WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK, WINOGRAD_TRANSPOSE_SUM_BLOCK)
+            WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK, WINOGRAD_TRANSPOSE_SUM_BLOCK,
+            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -10,6 +10,15 @@ from convt import Conv, ConvTranspose, _dispatch, _engine, explain
 from convt._reference import reference_conv
 
 
+@pytest.fixture(autouse=True)
+def small_calls_run_winograd(monkeypatch, request):
+    """The engine on small, fast geometries: the work thresholds off (a test of the
+    thresholds themselves is marked keep_thresholds)."""
+    if "keep_thresholds" not in request.keywords:
+        monkeypatch.setattr(_dispatch, "WINOGRAD_MIN_WORK", 0)
+        monkeypatch.setattr(_dispatch, "WINOGRAD_3D_MIN_WORK", 0)
+
+
 def _winograd_runs(layer, x_shape, w_shape):
     return explain(layer, x_shape, w_shape, np.float32).winograd is not None
 
@@ -232,3 +241,16 @@ def test_finite_outputs_of_every_magnitude_stay_on_winograd(scale):
     exact = reference_conv((x * scale).astype(np.float64), w.astype(np.float64),
                            b.astype(np.float64), pads=(1, 1, 1, 1))
     assert _relative_error(y, exact) < 2e-6
+
+
+@pytest.mark.keep_thresholds
+@pytest.mark.parametrize("x_shape, w_shape, expected", [
+    ((1, 64, 16, 16), (64, 64, 3, 3), False),         # 9 million multiply-adds
+    ((1, 64, 24, 24), (64, 64, 3, 3), True),          # 21 million
+    ((4, 64, 12, 12), (64, 64, 3, 3), True),          # a batch counts
+    ((1, 32, 12, 12, 12), (32, 32, 3, 3, 3), False),  # 48 million, 3-D
+    ((1, 64, 16, 16, 16), (64, 64, 3, 3, 3), True),   # 453 million
+])
+def test_small_calls_keep_the_gemm_engine(x_shape, w_shape, expected):
+    pads = (1,) * 2 * (len(x_shape) - 2)
+    assert _winograd_runs(Conv(pads=pads), x_shape, w_shape) is expected
