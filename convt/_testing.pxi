@@ -458,3 +458,37 @@ def _run_runs(spec):
         runs_typed(spec, <float*>pointer(spec.out))
     else:
         runs_typed(spec, <double*>pointer(spec.out))
+
+
+def _run_winograd(spec):
+    """Tests only: the Winograd transforms of family ``spec.family`` ("reference": the
+    baseline build of convt/src/winograd.c).  ``spec.stage`` "input": V of ``spec.x``
+    (C, [D,] H, W) into ``spec.out`` (points, C, capacity); "output": y of ``spec.m``
+    (points, M, capacity) into ``spec.out`` (M, [OD,] OH, OW).  The block and its
+    output position come from spec (rows, tiles, front, top, left, capacity,
+    out_front, out_top, out_left); returns the transform's result flag."""
+    cdef Kernels kernels
+    cdef convt_winograd_in_f32 transform_input = convt_winograd_input_f32
+    cdef convt_winograd_out_f32 transform_output = convt_winograd_output_f32
+    cdef convt_winograd_block block
+    cdef convt_winograd_plane plane
+    if spec.family != "reference":
+        kernels = kernels_named(spec.family)
+        if kernels.f32.winograd_input == NULL:
+            raise LookupError(f"kernel set {spec.family!r} has no winograd entries")
+        transform_input = kernels.f32.winograd_input
+        transform_output = kernels.f32.winograd_output
+    data = spec.x if spec.stage == "input" else spec.out
+    block.dims = data.ndim - 1
+    block.rows, block.tiles, block.capacity = spec.rows, spec.tiles, spec.capacity
+    block.front, block.top, block.left = spec.front, spec.top, spec.left
+    block.out_front = spec.out_front
+    plane_of(data[None], &plane)
+    if spec.stage == "input":
+        return transform_input(&block, &plane, <const float*>pointer(spec.x),
+                               spec.x.strides[0] // 4, spec.x.shape[0],
+                               <float*>pointer(spec.out))
+    return transform_output(&block, spec.out_top, spec.out_left, &plane,
+                            <const float*>pointer(spec.m), spec.m.shape[1],
+                            <const float*>pointer(spec.bias), <float*>pointer(spec.out),
+                            spec.out.strides[0] // 4)

@@ -254,3 +254,93 @@ def test_finite_outputs_of_every_magnitude_stay_on_winograd(scale):
 def test_small_calls_keep_the_gemm_engine(x_shape, w_shape, expected):
     pads = (1,) * 2 * (len(x_shape) - 2)
     assert _winograd_runs(Conv(pads=pads), x_shape, w_shape) is expected
+
+
+B_T = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+TRANSFORM_FAMILIES = [family["name"] for family in convt._compiled.load().families()
+                      if family["available"]] + ["reference"]
+
+
+def _patches(x, dims, rows, tiles, front, top, left):
+    """The 4x4 ([4x]4x4) zero-padded input patch of every tile of a block, float64."""
+    pad = 8
+    padded = np.pad(x.astype(np.float64), ((0, 0),) + ((pad, pad + 8),) * dims)
+    starts = ([front] if dims == 3 else []) + [top, left]
+    out = []
+    for r in range(rows):
+        for t in range(tiles):
+            corner = starts[:-2] + [top + 2 * r, left + 2 * t]
+            index = (slice(None),) + tuple(slice(pad + c, pad + c + 4) for c in corner)
+            out.append(padded[index])
+    return np.stack(out, axis=1)  # (C, tiles, 4, 4[, 4])
+
+
+def _has_transforms(family):
+    from types import SimpleNamespace
+    try:
+        convt._compiled.load()._run_winograd(SimpleNamespace(
+            family=family, stage="input", x=np.zeros((1, 4, 4), np.float32),
+            out=np.zeros((16, 1, 8), np.float32), rows=1, tiles=1, capacity=8, front=0,
+            top=0, left=0, out_front=0, out_top=0, out_left=0))
+    except LookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("family", TRANSFORM_FAMILIES)
+@pytest.mark.parametrize("dims", [2, 3])
+def test_transforms_match_their_definition(family, dims):
+    """Each set's transforms (convt/src/winograd_body.h compiled for it) against the
+    definitions B^T d B and A^T M A in float64, and bitwise against the baseline build
+    ("reference"), on a block that reaches past every edge of the plane."""
+    from types import SimpleNamespace
+    rng = np.random.default_rng(11)
+    channels, rows, tiles, capacity = 3, 2, 5, 16
+    space = (5, 6, 7)[3 - dims:]
+    x = rng.standard_normal((channels,) + space).astype(np.float32)
+    block = dict(rows=rows, tiles=tiles, capacity=capacity, front=-1, top=-1, left=-2,
+                 out_front=0, out_top=0, out_left=0)
+    points = 4 ** dims
+    runs = {}
+    if family != "reference" and not _has_transforms(family):
+        pytest.skip(f"{family} runs the baseline build (the 'reference' case)")
+    for name in dict.fromkeys([family, "reference"]):
+        v = np.full((points, channels, capacity), np.nan, np.float32)
+        convt._compiled.load()._run_winograd(SimpleNamespace(
+            family=name, stage="input", x=x, out=v, **block))
+        runs[name] = v
+    np.testing.assert_array_equal(runs[family], runs["reference"])
+    d = _patches(x, dims, rows, tiles, -1, -1, -2)
+    if dims == 2:
+        expected = np.einsum("ik,ctkl,jl->ijct", B_T, d, B_T)
+    else:
+        expected = np.einsum("ia,jb,kc,xtabc->ijkxt", B_T, B_T, B_T, d)
+    expected = expected.reshape(points, channels, rows * tiles)
+    np.testing.assert_allclose(runs[family][:, :, :rows * tiles], expected, rtol=1e-6,
+                               atol=1e-6)
+    assert not runs[family][:, :, rows * tiles:].any()  # zeroed padding columns
+
+    m = rng.standard_normal((points, channels, capacity)).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+    out_space = (3, 9) if dims == 2 else (1, 3, 9)  # the plane cuts the block's last
+    # row and column (3-D: and its second plane)
+    outs = {}
+    for name in dict.fromkeys([family, "reference"]):
+        y = np.full((channels,) + out_space, 7.0, np.float32)
+        flag = convt._compiled.load()._run_winograd(SimpleNamespace(
+            family=name, stage="output", m=m, bias=bias, out=y, **block))
+        assert flag == 0
+        outs[name] = y
+    np.testing.assert_array_equal(outs[family], outs["reference"])
+    tiles_m = m[:, :, :rows * tiles].astype(np.float64).reshape((4,) * dims + (channels, rows,
+                                                                               tiles))
+    if dims == 2:
+        full = np.einsum("ai,bj,ijcrt->crtab", A_T, A_T, tiles_m)
+        grid = full.transpose(0, 1, 3, 2, 4).reshape(channels, 2 * rows, 2 * tiles)
+    else:
+        full = np.einsum("ai,bj,ck,ijkzrt->zrtabc", A_T, A_T, A_T, tiles_m)
+        grid = full.transpose(0, 3, 1, 4, 2, 5).reshape(channels, 2, 2 * rows, 2 * tiles)
+    grid = grid + bias.reshape((channels,) + (1,) * dims)
+    window = grid[(slice(None),) + tuple(slice(0, size) for size in out_space)]
+    np.testing.assert_allclose(outs[family], window.astype(np.float32), rtol=1e-6, atol=1e-6)
