@@ -43,9 +43,7 @@ class WinogradRun:
 
 def plan(problem, decision):
     """The WinogradRun of a problem that winograd_route accepts."""
-    family = decision.kernel_set
-    mr, nr = next((entry["f32"][0], entry["f32"][1]) for entry in load().families()
-                  if entry["name"] == family)
+    family, mr, nr = decision.kernel_set, decision.blocking.mr, decision.blocking.nr
     grid = _dispatch.winograd_tiles(problem.geometry)
     out_rows, out_cols = grid[-2:]
     tile_planes = grid[0] if len(grid) == 3 else 1

@@ -167,13 +167,7 @@ CONVT_DECLARE_PORTABLE(f64, double)
                                   const T *bias);
 CONVT_DECLARE_AVX2(f32, float)
 CONVT_DECLARE_AVX2(f64, double)
-int convt_avx2_winograd_input_f32(const convt_winograd_block *block,
-                                  const convt_winograd_plane *plane, const float *x,
-                                  ptrdiff_t x_channel, ptrdiff_t channels, float *v);
-int convt_avx2_winograd_output_f32(const convt_winograd_block *block, ptrdiff_t out_top,
-                                   ptrdiff_t out_left, const convt_winograd_plane *plane,
-                                   const float *m, ptrdiff_t channels, const float *bias,
-                                   float *y, ptrdiff_t y_channel);
+CONVT_DECLARE_WINOGRAD(convt_avx2_winograd)
 void convt_avx2_load_f16_f32(float *dst, const void *src, ptrdiff_t count);
 void convt_avx2_load_bf16_f32(float *dst, const void *src, ptrdiff_t count);
 void convt_avx2_load_f32_f32(float *dst, const void *src, ptrdiff_t count);

@@ -41,22 +41,28 @@ typedef struct convt_winograd_plane {
     ptrdiff_t plane_stride, row_stride, col_stride;  /* elements */
 } convt_winograd_plane;
 
-/* V[xi][c][t] for channels c < channels of x (channel stride x_channel).
- * Returns 0: an input that is not finite makes every output it feeds not
- * finite (Inf and NaN never cancel), which the output transform reports, and
- * each output reads exactly the inputs its direct sum reads. */
-int convt_winograd_input_f32(const convt_winograd_block *block,
-                             const convt_winograd_plane *plane, const float *x,
-                             ptrdiff_t x_channel, ptrdiff_t channels, float *v);
+/* Declares a build of the transforms, PREFIX##_input_f32 and PREFIX##_output_f32
+ * (winograd_body.h defines them):
+ *
+ * input: V[xi][c][t] for channels c < channels of x (channel stride x_channel).
+ *   Returns 0: an input that is not finite makes every output it feeds not finite
+ *   (Inf and NaN never cancel), which the output transform reports, and each output
+ *   reads exactly the inputs its direct sum reads.
+ * output: y = A^T M A (+ bias[m], bias may be NULL) for m < channels, from
+ *   M[xi][m][t] (`capacity` tiles per row); the block's first tile has its top-left
+ *   output at (out_top, out_left) of the output plane (3-D: of planes out_front and
+ *   the next; channel stride y_channel); outputs beyond the plane are not written.
+ *   Returns nonzero if any output is not finite. */
+#define CONVT_DECLARE_WINOGRAD(PREFIX)                                                    \
+    int PREFIX##_input_f32(const convt_winograd_block *block,                             \
+                           const convt_winograd_plane *plane, const float *x,             \
+                           ptrdiff_t x_channel, ptrdiff_t channels, float *v);            \
+    int PREFIX##_output_f32(const convt_winograd_block *block, ptrdiff_t out_top,         \
+                            ptrdiff_t out_left, const convt_winograd_plane *plane,        \
+                            const float *m, ptrdiff_t channels, const float *bias,        \
+                            float *y, ptrdiff_t y_channel);
 
-/* y = A^T M A (+ bias[m], bias may be NULL) for m < channels, from M[xi][m][t]
- * (`capacity` tiles per row); the block's first tile has its top-left output at
- * (out_top, out_left) of the output plane (3-D: of planes out_front and the next) (channel stride y_channel); outputs
- * beyond the plane are not written.  Returns nonzero if any output is not
- * finite. */
-int convt_winograd_output_f32(const convt_winograd_block *block, ptrdiff_t out_top,
-                              ptrdiff_t out_left, const convt_winograd_plane *plane,
-                              const float *m, ptrdiff_t channels, const float *bias,
-                              float *y, ptrdiff_t y_channel);
+/* The baseline build (winograd.c): the portable and NEON sets' transforms. */
+CONVT_DECLARE_WINOGRAD(convt_winograd)
 
 #endif /* CONVT_WINOGRAD_H */

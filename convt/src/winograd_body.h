@@ -34,110 +34,87 @@ static WINOGRAD_TARGET void WINOGRAD_NAME(patch_row)(const convt_winograd_plane 
     }
 }
 
-/* F(2x2, 3x3): 4x4 patches, V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
- * 0 1 0 -1]. */
-static WINOGRAD_TARGET void WINOGRAD_NAME(patches)(const convt_winograd_block *block,
-                                                  const convt_winograd_plane *plane,
-                                                  const float *x, ptrdiff_t x_channel,
-                                                  ptrdiff_t channels, float *v)
+/* B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] across four rows of `count` values:
+ * out row k = sum over j of B^T[k][j] in row j (rows `in_step` and `out_step` apart). */
+static WINOGRAD_TARGET void WINOGRAD_NAME(combine_rows)(const float *in, ptrdiff_t in_step,
+                                                        float *out, ptrdiff_t out_step,
+                                                        ptrdiff_t count)
 {
-    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 2 };
-    const ptrdiff_t tiles = block->tiles, count = 2 * tiles + 2;
-    const ptrdiff_t used = block->rows * tiles, capacity = block->capacity;
-    const ptrdiff_t xi_stride = channels * capacity;
-    float d[4][MAX_COLUMNS], u[4][MAX_COLUMNS];
-    ptrdiff_t c, r, i, q, t;
-    for (c = 0; c < channels; ++c) {
-        const float *xc = x + c * x_channel;
-        float *vc = v + c * capacity;
-        for (r = 0; r < block->rows; ++r) {
-            const ptrdiff_t top = block->top + 2 * r;
-            for (i = 0; i < 4; ++i)
-                WINOGRAD_NAME(patch_row)(plane, xc, top + i, block->left, count, d[i]);
-            for (q = 0; q < count; ++q) {  /* B^T d: the patch's rows */
-                u[0][q] = d[0][q] - d[2][q];
-                u[1][q] = d[1][q] + d[2][q];
-                u[2][q] = d[2][q] - d[1][q];
-                u[3][q] = d[1][q] - d[3][q];
-            }
-            for (i = 0; i < 4; ++i) {      /* (B^T d) B: each tile's columns */
-                const float *ui = u[i];
-                float *v0 = vc + (4 * i) * xi_stride + r * tiles;
-                float *v1 = v0 + xi_stride, *v2 = v1 + xi_stride, *v3 = v2 + xi_stride;
-                for (t = 0; t < tiles; ++t) {
-                    const float d0 = ui[2 * t], d1 = ui[2 * t + 1];
-                    const float d2 = ui[2 * t + 2], d3 = ui[2 * t + 3];
-                    v0[t] = d0 - d2;
-                    v1[t] = d1 + d2;
-                    v2[t] = d2 - d1;
-                    v3[t] = d1 - d3;
-                }
-            }
-        }
-        for (i = 0; i < 16; ++i)  /* the panels' padding columns */
-            for (t = used; t < capacity; ++t)
-                vc[i * xi_stride + t] = 0.0f;
+    const float *d0 = in, *d1 = d0 + in_step, *d2 = d1 + in_step, *d3 = d2 + in_step;
+    float *u0 = out, *u1 = u0 + out_step, *u2 = u1 + out_step, *u3 = u2 + out_step;
+    ptrdiff_t q;
+    for (q = 0; q < count; ++q) {
+        u0[q] = d0[q] - d2[q];
+        u1[q] = d1[q] + d2[q];
+        u2[q] = d2[q] - d1[q];
+        u3[q] = d1[q] - d3[q];
     }
 }
 
-/* F(2x2x2, 3x3x3): 4x4x4 patches, B^T along the planes, the rows, then each tile's
- * columns; V[16 i + 4 j + k]. */
-static WINOGRAD_TARGET void WINOGRAD_NAME(patches3d)(const convt_winograd_block *block,
-                                                     const convt_winograd_plane *plane,
-                                                     const float *x, ptrdiff_t x_channel,
-                                                     ptrdiff_t channels, float *v)
+/* B^T applied to each tile's four columns 2 t .. 2 t + 3 of row u, into rows v, v +
+ * stride, v + 2 stride, v + 3 stride at t < tiles. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(combine_columns)(const float *u, float *v,
+                                                           ptrdiff_t stride, ptrdiff_t tiles)
 {
-    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 2 };
+    float *v0 = v, *v1 = v0 + stride, *v2 = v1 + stride, *v3 = v2 + stride;
+    ptrdiff_t t;
+    for (t = 0; t < tiles; ++t) {
+        const float d0 = u[2 * t], d1 = u[2 * t + 1], d2 = u[2 * t + 2], d3 = u[2 * t + 3];
+        v0[t] = d0 - d2;
+        v1[t] = d1 + d2;
+        v2[t] = d2 - d1;
+        v3[t] = d1 - d3;
+    }
+}
+
+/* V = B^T d B of every tile's 4x4 patch (3-D: 4x4x4, B^T along the planes, the rows,
+ * then the columns); V[4 j + k] (3-D: V[16 i + 4 j + k]). */
+static WINOGRAD_TARGET void WINOGRAD_NAME(patches)(const convt_winograd_block *block,
+                                                   const convt_winograd_plane *plane,
+                                                   const float *x, ptrdiff_t x_channel,
+                                                   ptrdiff_t channels, float *v)
+{
+    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 2, PLANE = 4 * MAX_COLUMNS };
+    const ptrdiff_t planes = block->dims == 3 ? 4 : 1, points = 16 * planes;
     const ptrdiff_t tiles = block->tiles, count = 2 * tiles + 2;
     const ptrdiff_t used = block->rows * tiles, capacity = block->capacity;
     const ptrdiff_t xi_stride = channels * capacity;
     float d[4][4][MAX_COLUMNS], e[4][4][MAX_COLUMNS];
-    ptrdiff_t c, r, i, j, q, t;
+    ptrdiff_t c, r, i, j, t;
     for (c = 0; c < channels; ++c) {
         const float *xc = x + c * x_channel;
         float *vc = v + c * capacity;
         for (r = 0; r < block->rows; ++r) {
             const ptrdiff_t top = block->top + 2 * r;
-            for (i = 0; i < 4; ++i) {
+            float (*rows)[4][MAX_COLUMNS] = d, (*combined)[4][MAX_COLUMNS] = e;
+            for (i = 0; i < planes; ++i) {
                 const ptrdiff_t z = block->front + i;
+                const int outside = planes > 1 && (z < 0 || z >= plane->depth);
                 for (j = 0; j < 4; ++j) {
-                    if (z < 0 || z >= plane->depth)
+                    if (outside)
                         memset(d[i][j], 0, (size_t)count * sizeof(float));
                     else
-                        WINOGRAD_NAME(patch_row)(plane, xc + z * plane->plane_stride,
+                        WINOGRAD_NAME(patch_row)(plane,
+                                                 planes > 1 ? xc + z * plane->plane_stride : xc,
                                                  top + j, block->left, count, d[i][j]);
                 }
             }
-            for (j = 0; j < 4; ++j)        /* B^T along the planes */
-                for (q = 0; q < count; ++q) {
-                    e[0][j][q] = d[0][j][q] - d[2][j][q];
-                    e[1][j][q] = d[1][j][q] + d[2][j][q];
-                    e[2][j][q] = d[2][j][q] - d[1][j][q];
-                    e[3][j][q] = d[1][j][q] - d[3][j][q];
-                }
-            for (i = 0; i < 4; ++i)        /* then along the rows (into d) */
-                for (q = 0; q < count; ++q) {
-                    d[i][0][q] = e[i][0][q] - e[i][2][q];
-                    d[i][1][q] = e[i][1][q] + e[i][2][q];
-                    d[i][2][q] = e[i][2][q] - e[i][1][q];
-                    d[i][3][q] = e[i][1][q] - e[i][3][q];
-                }
-            for (i = 0; i < 4; ++i)        /* then each tile's columns */
-                for (j = 0; j < 4; ++j) {
-                    const float *uij = d[i][j];
-                    float *v0 = vc + (16 * i + 4 * j) * xi_stride + r * tiles;
-                    float *v1 = v0 + xi_stride, *v2 = v1 + xi_stride, *v3 = v2 + xi_stride;
-                    for (t = 0; t < tiles; ++t) {
-                        const float d0 = uij[2 * t], d1 = uij[2 * t + 1];
-                        const float d2 = uij[2 * t + 2], d3 = uij[2 * t + 3];
-                        v0[t] = d0 - d2;
-                        v1[t] = d1 + d2;
-                        v2[t] = d2 - d1;
-                        v3[t] = d1 - d3;
-                    }
-                }
+            if (planes > 1) {  /* along the planes, into e; the rows then go back to d */
+                for (j = 0; j < 4; ++j)
+                    WINOGRAD_NAME(combine_rows)(d[0][j], PLANE, e[0][j], PLANE, count);
+                rows = e;
+                combined = d;
+            }
+            for (i = 0; i < planes; ++i)
+                WINOGRAD_NAME(combine_rows)(rows[i][0], MAX_COLUMNS, combined[i][0],
+                                            MAX_COLUMNS, count);
+            for (i = 0; i < planes; ++i)
+                for (j = 0; j < 4; ++j)
+                    WINOGRAD_NAME(combine_columns)(
+                        combined[i][j], vc + (16 * i + 4 * j) * xi_stride + r * tiles,
+                        xi_stride, tiles);
         }
-        for (i = 0; i < 64; ++i)  /* the panels' padding columns */
+        for (i = 0; i < points; ++i)  /* the panels' padding columns */
             for (t = used; t < capacity; ++t)
                 vc[i * xi_stride + t] = 0.0f;
     }
@@ -148,10 +125,7 @@ WINOGRAD_TARGET int WINOGRAD_NAME(input_f32)(const convt_winograd_block *block,
                                              const float *x, ptrdiff_t x_channel,
                                              ptrdiff_t channels, float *v)
 {
-    if (block->dims == 3)
-        WINOGRAD_NAME(patches3d)(block, plane, x, x_channel, channels, v);
-    else
-        WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
+    WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
     return 0;  /* see winograd.h: the output transform notices non-finite inputs */
 }
 
