@@ -243,6 +243,51 @@ def channels_last_problem(problem):
     return copied if copied.channel_vectors() else None
 
 
+# --- depthwise planes --------------------------------------------------------
+# 2-D Conv whose groups each have one input channel (depthwise, channel
+# multipliers) runs a whole input plane at a time (convt/src/plane.h): the plane
+# is copied into a zero-padded buffer split by column phase, and blocks of 8
+# sums (rows x vectors) run over it with no edge cases, whatever the strides,
+# dilations and pads; the stencil blocks' arithmetic (sums in kernel-row, then
+# tap order from zero; padding multiplied like any input).  Planes whose padded
+# buffer (per thread) takes more than this many bytes keep the stencil blocks.
+# On 1 Zen 3 core (float32, separate processes, best of 3 interleaved runs)
+# against the paths before (channels-last copies up to CHANNELS_LAST_MAX_OUTPUTS
+# outputs, stencil blocks above), by buffer size: depthwise 3x3 on 7x7 x 960
+# (1.7 KiB) 1.39x faster, 14x14 x 576 1.62x, 5x5 on 14x14 x 480 1.41x, 5x5 on
+# 28x28 x 240 1.31x, 3x3 s2 from 28x28 x 192 1.18x, 3x3 on 56x56 x 144 (18 KiB)
+# 1.40x, 3x3 s2 from 56x56 x 144 (29 KiB) 1.13x; 3x3 on 112x112 x 128 (66 KiB)
+# 0.96x and 3x3 s2 from 112x112 (86 KiB) 0.93x: there the stencil blocks'
+# rows are long enough.
+PLANE_MAX_BYTES = 48 * 1024
+PLANE_MAX_TAPS = 32              # CONVT_PLANE_MAX_TAPS: taps along a kernel row
+
+
+def plane_bytes(problem):
+    """Bytes of a thread's padded plane buffer (convt_plane_prepare in plane.h)."""
+    geometry = problem.geometry
+    (out_h, out_w), (k_h, k_w) = geometry.output_shape, geometry.kernel_shape
+    (s_h, s_w), (d_h, d_w) = geometry.strides, geometry.dilations
+    block = 16  # CONVT_PLANE_BLOCK
+    rows = (out_h - 1) * s_h + (k_h - 1) * d_h + 1
+    reach = (k_w - 1) * d_w // s_w
+    width = -(-(-(-out_w // block) * block + reach + block) // block) * block
+    return rows * s_w * width * np.dtype(problem.dtype).itemsize
+
+
+def plane_route(problem):
+    """Whether a call runs as depthwise planes: a 2-D Conv with one input channel
+    per group, float32 or float64, unit column strides in x and y, at most
+    PLANE_MAX_TAPS taps along a kernel row, and a padded plane buffer of at most
+    PLANE_MAX_BYTES."""
+    geometry = problem.geometry
+    return (not problem.transpose and geometry.ndim == 2 and problem.cg == 1
+            and problem.dtype in (np.float32, np.float64)
+            and problem.x_spatially_contiguous and problem.y_rows_contiguous
+            and geometry.kernel_shape[-1] <= PLANE_MAX_TAPS
+            and plane_bytes(problem) <= PLANE_MAX_BYTES)
+
+
 # --- Winograd ---------------------------------------------------------------
 # float32 Conv with 3x3 kernels, stride 1 and no dilation runs Winograd F(2x2, 3x3)
 # (convt/_winograd.py), as does such a ConvTranspose without output padding (the
@@ -828,7 +873,7 @@ def tuning():
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS, CHANNELS_LAST_MAX_OUTPUTS,
             CHANNELS_LAST_MAX_BYTES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, WINOGRAD_TILES,
             WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK, WINOGRAD_TRANSPOSE_SUM_BLOCK,
-            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK)
+            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES)
 
 
 # Environment variables that set the default thread count, first found wins

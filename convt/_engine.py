@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _environ, _records, _weight_cache, _winograd
+from . import _dispatch, _environ, _planes, _records, _weight_cache, _winograd
 from ._compiled import load
 from ._geometry import Geometry
 from ._plan import conv_reaching_taps, direct_plan, gemm_plan
@@ -206,6 +206,7 @@ class Call:
     padding_taps: bool = False   # Conv taps that read only padding (see _poison_padding_taps)
     channels_last: bool = False  # x and y run as channels-last copies (channels_last_views)
     winograd: object = None      # convt._winograd.WinogradRun when Winograd serves the call
+    plane: object = None         # convt._planes.PlaneRun when depthwise planes serve it
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -229,7 +230,9 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
         geometry = folded_geometry(geometry, batch)
     problem = problem_of(x, w, y, geometry, group, transpose)
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
-    channels_last = engine is None and _dispatch.channels_last_problem(problem) is not None
+    planes = engine is None and not overrides and _dispatch.plane_route(problem)
+    channels_last = (engine is None and not planes
+                     and _dispatch.channels_last_problem(problem) is not None)
     if channels_last:  # plan for the copies' layout: strides are all a plan reads of them
         x, y = channels_last_views(x.shape, y.shape, x.dtype)
         problem = problem_of(x, w, y, geometry, group, transpose)
@@ -238,11 +241,12 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     padding_taps = not transpose and conv_reaching_taps(geometry) != geometry.kernel_shape
     winograd = (_winograd.plan(problem, run.decision) if engine is None and not overrides
                 and _dispatch.winograd_route(problem, run.decision) else None)
+    plane = _planes.plan(problem, run.decision.row_family) if planes else None
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
                 element_strides(y), readable_extent(x),
                 np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
-                channels_last, winograd)
+                channels_last, winograd, plane)
 
 
 def channels_last_views(x_shape, y_shape, dtype):
@@ -305,6 +309,11 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         return y
     run, decision = call.run, call.run.decision
     result = y
+    if call.plane is not None:  # padding is multiplied: no taps to poison, no fallback
+        plane = call.plane
+        threads = _dispatch.resolve_threads(num_threads, plane.work_items, plane.multiply_adds)
+        _planes.run(plane, x, w, b, y, call.geometry, threads)
+        return result
     if call.winograd is not None:
         winograd = call.winograd
         threads = _dispatch.resolve_threads(num_threads, winograd.work_items,
@@ -517,6 +526,7 @@ class Explanation:
     threads: int
     channels_last_copies: bool = False  # see convt._dispatch.channels_last_problem
     winograd: object = None  # convt._winograd.WinogradRun when Winograd serves the call
+    plane: object = None  # convt._planes.PlaneRun when depthwise planes serve the call
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -545,6 +555,8 @@ class Explanation:
                 f"{layout['out_chunk']} output channels per item, "
                 f"{self.winograd.work_items} work items, kernel set {self.winograd.family}; "
                 "non-finite weights, inputs or outputs: the GEMM engine below")
+        if self.plane is not None:
+            lines.append(f"  {_planes.describe(self.plane)} (instead of the engine below)")
         lines += [f"  {reason}" for reason in decision.reasons]
         if decision.engine == "gemm":
             blocking = decision.blocking
@@ -648,7 +660,8 @@ def explain(layer, x_shape, w_shape, dtype=None):
         x_spatially_contiguous=not channels_last or in_channels <= 1,
         channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),
         transpose=transpose)
-    copied = _dispatch.channels_last_problem(problem)
+    planes = _dispatch.plane_route(problem)
+    copied = None if planes else _dispatch.channels_last_problem(problem)
     problem = copied or problem
     run = execution(problem)
     threads = _dispatch.resolve_threads(layer._attributes().num_threads, work_items(run.plan),
@@ -658,5 +671,10 @@ def explain(layer, x_shape, w_shape, dtype=None):
     if winograd is not None:
         threads = _dispatch.resolve_threads(layer._attributes().num_threads,
                                             winograd.work_items, winograd.multiply_adds)
-    return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd)
+    plane = _planes.plan(problem, run.decision.row_family) if planes else None
+    if plane is not None:
+        threads = _dispatch.resolve_threads(layer._attributes().num_threads,
+                                            plane.work_items, plane.multiply_adds)
+    return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
+                       plane)
 

@@ -39,6 +39,38 @@ cdef extern from "winograd.h" nogil:
                                   const float*, float*, Py_ssize_t)
 
 
+# Depthwise planes (convt/src/plane.h).
+cdef extern from "plane.h" nogil:
+    int CONVT_PLANE_MAX_TAPS
+    ctypedef struct convt_plane_shape:
+        Py_ssize_t in_height
+        Py_ssize_t in_width
+        Py_ssize_t out_height
+        Py_ssize_t out_width
+        Py_ssize_t kernel_height
+        Py_ssize_t kernel_width
+        Py_ssize_t stride_y
+        Py_ssize_t stride_x
+        Py_ssize_t dilation_y
+        Py_ssize_t dilation_x
+        Py_ssize_t pad_top
+        Py_ssize_t pad_left
+        Py_ssize_t x_row
+        Py_ssize_t x_col
+        Py_ssize_t y_row
+        Py_ssize_t y_col
+        Py_ssize_t outputs
+        Py_ssize_t w_channel
+        Py_ssize_t y_channel
+        Py_ssize_t rows
+        Py_ssize_t width
+    Py_ssize_t convt_plane_prepare(convt_plane_shape*)
+    void convt_plane_f32(const convt_plane_shape*, const float*, const float*, const float*,
+                         float*, float*, int)
+    void convt_plane_f64(const convt_plane_shape*, const double*, const double*,
+                         const double*, double*, double*, int)
+
+
 cdef extern from "kernel_set.h" nogil:
     int CONVT_MAX_MR
     ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
@@ -104,6 +136,11 @@ cdef extern from "kernel_set.h" nogil:
                                               Py_ssize_t, const convt_winograd_plane*,
                                               const float*, Py_ssize_t, const float*, float*,
                                               Py_ssize_t)
+    ctypedef void (*convt_plane_kernel_f32)(const convt_plane_shape*, const float*,
+                                            const float*, const float*, float*, float*, int)
+    ctypedef void (*convt_plane_kernel_f64)(const convt_plane_shape*, const double*,
+                                            const double*, const double*, double*, double*,
+                                            int)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -128,6 +165,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_gemm_t_f32 gemm_t[2][12]
         convt_winograd_in_f32 winograd_input
         convt_winograd_out_f32 winograd_output
+        convt_plane_kernel_f32 plane
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -150,6 +188,9 @@ cdef extern from "kernel_set.h" nogil:
         convt_transpose_f64 transpose
         convt_stencil_f64 stencil
         convt_gemm_t_f64 gemm_t[2][12]
+        void* winograd_input     # float32 sets only (NULL here)
+        void* winograd_output
+        convt_plane_kernel_f64 plane
 
     ctypedef struct convt_family:
         const char* name

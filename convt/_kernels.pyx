@@ -21,6 +21,8 @@ Files, by job (included here, one extension module):
 * ``_direct.pxi``: the direct engine driver (row kernels);
 * ``_channels.pxi``: its channels-last depthwise rows (channels as vector lanes);
 * ``_stencil.pxi``: its stencil blocks (one input channel per group, bands of rows);
+* ``_winograd.pxi``: the Winograd engine (float32 3x3 layers);
+* ``_planes.pxi``: depthwise 2-D Conv a whole input plane at a time;
 * ``_signals.pxi``: running Python's signal handlers between work items;
 * ``_testing.pxi``: per-kernel testers against the scalar references.
 
@@ -79,6 +81,7 @@ include "_direct.pxi"
 include "_channels.pxi"
 include "_stencil.pxi"
 include "_winograd.pxi"
+include "_planes.pxi"
 include "_testing.pxi"
 
 _check_records()

@@ -511,12 +511,14 @@ def test_stencil_blocks_are_not_used_where_they_do_not_apply():
 # --- small depthwise maps: channels-last copies ------------------------------------
 
 CHANNELS_LAST_CASES = {
-    # (x shape, w shape, params): depthwise, at most CHANNELS_LAST_MAX_OUTPUTS outputs
-    "depthwise_14x14_k3": ((2, 16, 14, 14), (16, 1, 3, 3), dict(group=16, pads=(1, 1, 1, 1))),
-    "strided_dilated_uneven_pads": ((1, 24, 19, 17), (24, 1, 5, 3),
-                                    dict(group=24, strides=(2, 2), dilations=(1, 2),
-                                         pads=(2, 1, 3, 0))),
+    # (x shape, w shape, params): depthwise, at most CHANNELS_LAST_MAX_OUTPUTS outputs,
+    # which depthwise planes do not serve (2-D ones do; see tests/test_planes.py)
     "3d": ((1, 8, 5, 6, 7), (8, 1, 3, 3, 3), dict(group=8, pads=(1,) * 6)),
+    "3d_strided_dilated_uneven_pads": ((1, 24, 3, 19, 17), (24, 1, 1, 5, 3),
+                                       dict(group=24, strides=(1, 2, 2), dilations=(1, 1, 2),
+                                            pads=(0, 2, 1, 0, 3, 0))),
+    "2d_kernel_rows_beyond_the_planes_taps": ((1, 16, 3, 40), (16, 1, 1, 33),
+                                              dict(group=16, pads=(0, 1, 0, 1))),
 }
 
 
@@ -549,8 +551,9 @@ def test_channels_last_copies_are_not_used_where_they_do_not_apply():
     def copies(x_shape, w_shape, **params):
         return explain(Conv(**params), x_shape, w_shape).channels_last_copies
 
-    assert copies((1, 8, 16, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))
-    assert not copies((1, 8, 17, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))  # 272 outputs
+    assert copies((1, 8, 4, 8, 8), (8, 1, 3, 3, 3), group=8, pads=(1,) * 6)
+    assert not copies((1, 8, 5, 8, 8), (8, 1, 3, 3, 3), group=8, pads=(1,) * 6)  # 320 outputs
+    assert not copies((1, 8, 16, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))  # planes
     assert not copies((1, 4, 8, 8), (4, 1, 3, 3), group=4)  # fewer channels than lanes
     assert not copies((1, 8, 8, 8), (16, 1, 3, 3), group=8)  # two outputs per channel
     assert not copies((1, 8, 8, 8), (8, 2, 3, 3), group=4)  # not depthwise

@@ -66,6 +66,9 @@
  * winograd_input, winograd_output: the Winograd transforms (2-D and 3-D) of
  *     winograd.h compiled for the set's CPU (float32 sets; NULL: the baseline
  *     build of winograd.c, which every set may call).
+ * plane: depthwise 2-D Conv a whole input plane at a time (plane.h): the
+ *     stencil family's arithmetic on a zero-padded copy of the plane, for
+ *     groups of one input channel (NULL: the baseline build of plane.c).
  * load[storage]: dst[i] = T(src[i]), exact.
  * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
  */
@@ -76,6 +79,7 @@
 #include <stdint.h>
 
 #include "storage.h"
+#include "plane.h"
 #include "winograd.h"
 
 #define CONVT_MAX_MR 12
@@ -148,6 +152,9 @@ enum {
                                              const convt_winograd_plane *plane,           \
                                              const T *m, ptrdiff_t channels,              \
                                              const T *bias, T *y, ptrdiff_t y_channel);   \
+    typedef void (*convt_plane_kernel_##S)(const convt_plane_shape *shape, const T *x,    \
+                                    const T *w, const T *bias, T *y, T *buffer,           \
+                                    int fresh);                                           \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -171,6 +178,7 @@ enum {
         convt_gemm_t_##S gemm_t[2][CONVT_MAX_MR];                                         \
         convt_winograd_in_##S winograd_input;                                             \
         convt_winograd_out_##S winograd_output;                                           \
+        convt_plane_kernel_##S plane;                                                     \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

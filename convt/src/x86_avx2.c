@@ -534,6 +534,27 @@ AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64)
 #include "winograd_body.h"
 #undef WINOGRAD_NAME
 #undef WINOGRAD_TARGET
+/* The depthwise planes on 256-bit vectors (the AVX-512 sets share them too: a
+ * plane's rows are short, and the blocks' sums need more registers than 16). */
+#define PLANE_NAME(part) convt_avx2_plane_##part
+#define PLANE_TARGET AVX2
+#define PLANE_V_f32 __m256
+#define PLANE_LANES_f32 8
+#define PLANE_ZERO_f32() _mm256_setzero_ps()
+#define PLANE_SPLAT_f32(v) _mm256_set1_ps(v)
+#define PLANE_LOAD_f32(p) _mm256_loadu_ps(p)
+#define PLANE_STORE_f32(p, v) _mm256_storeu_ps((p), (v))
+#define PLANE_ADD_f32(a, b) _mm256_add_ps(a, b)
+#define PLANE_MADD_f32(w, x, acc) _mm256_fmadd_ps(w, x, acc)
+#define PLANE_V_f64 __m256d
+#define PLANE_LANES_f64 4
+#define PLANE_ZERO_f64() _mm256_setzero_pd()
+#define PLANE_SPLAT_f64(v) _mm256_set1_pd(v)
+#define PLANE_LOAD_f64(p) _mm256_loadu_pd(p)
+#define PLANE_STORE_f64(p, v) _mm256_storeu_pd((p), (v))
+#define PLANE_ADD_f64(a, b) _mm256_add_pd(a, b)
+#define PLANE_MADD_f64(w, x, acc) _mm256_fmadd_pd(w, x, acc)
+#include "plane_body.h"
 
 const convt_kernels_f32 convt_avx2_f32 = {
     "avx2", MR, 16, AVX2_FLAGS,
@@ -546,7 +567,7 @@ const convt_kernels_f32 convt_avx2_f32 = {
     convt_avx2_row_f32, channels_f32, convt_avx2_interleave_f32, convt_portable_store_even_f32,
     convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32,
     convt_avx2_transpose_f32, stencil_f32, GEMM_T_TABLES(f32),
-    convt_avx2_winograd_input_f32, convt_avx2_winograd_output_f32};
+    convt_avx2_winograd_input_f32, convt_avx2_winograd_output_f32, convt_avx2_plane_f32};
 
 const convt_kernels_f64 convt_avx2_f64 = {
     "avx2", MR, 8, AVX2_FLAGS,
@@ -555,6 +576,6 @@ const convt_kernels_f64 convt_avx2_f64 = {
     {NO_STORES, NO_STORES, NO_STORES, {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
     convt_avx2_row_f64, channels_f64, convt_avx2_interleave_f64, convt_portable_store_even_f64,
     convt_avx2_add_bias_f64, CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64,
-    convt_avx2_transpose_f64, stencil_f64, GEMM_T_TABLES(f64)};
+    convt_avx2_transpose_f64, stencil_f64, GEMM_T_TABLES(f64), 0, 0, convt_avx2_plane_f64};
 
 #endif /* x86-64 */

@@ -1,0 +1,57 @@
+"""Depthwise planes: 2-D Conv with one input channel per group, a whole input plane
+at a time (convt/src/plane.h, driven by ``plane_conv`` in _planes.pxi).
+
+The rule that picks it is :func:`convt._dispatch.plane_route`.  A work item is
+one image and a run of consecutive groups; each thread copies a group's input
+plane into its zero-padded buffer once and sums every output plane of the group
+from it.  The sums follow the stencil blocks' arithmetic (from zero, kernel rows
+then taps, padding multiplied like any input, then the bias), so Inf and NaN
+weights give what the Conv definition gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dispatch
+from ._compiled import load
+
+
+@dataclass(frozen=True)
+class PlaneRun:
+    """How a plane call is blocked (one per prepared call)."""
+
+    family: str          # kernel set whose plane entry runs (else the baseline build)
+    run: int             # groups per work item
+    work_items: int
+    multiply_adds: int
+    buffer_bytes: int    # per thread
+
+
+def plan(problem, family):
+    """The PlaneRun of a problem that plane_route accepts, on kernel set ``family``."""
+    groups = problem.group
+    per_image = max(1, min(groups, -(-_dispatch.work_items_target() // problem.batch)))
+    run = -(-groups // per_image)
+    items = problem.batch * -(-groups // run)
+    return PlaneRun("portable" if family == "blas" else family, run, items,
+                    problem.multiply_adds(), _dispatch.plane_bytes(problem))
+
+
+def run(plane, x, w, b, y, geometry, threads):
+    """Fill ``y`` (N, M, OH, OW) with Conv(x, w, b), plane by plane."""
+    if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
+        w = np.ascontiguousarray(w)  # each kernel contiguous (a few weights per channel)
+    bias = None if b is None else np.ascontiguousarray(b, dtype=x.dtype)
+    load().plane_conv(plane.family, x, w, bias, y, plane.run, tuple(geometry.pads_begin),
+                      tuple(geometry.strides), tuple(geometry.dilations), threads)
+
+
+def describe(plane):
+    """One line for :func:`convt.explain`."""
+    return (f"depthwise planes: each input plane copied once into a zero-padded buffer "
+            f"({plane.buffer_bytes / 1024:.1f} KiB per thread), every output plane of its "
+            f"group summed from it in blocks of 8 sums; {plane.run} group(s) per work item, "
+            f"{plane.work_items} work items, kernel set {plane.family}")

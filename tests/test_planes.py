@@ -1,0 +1,209 @@
+"""Depthwise planes (convt/src/plane.h, convt/_planes.py): 2-D Conv with one input
+channel per group, a whole input plane at a time.  Results against the float64
+reference and, bit for bit, against the stencil blocks (the same arithmetic) on
+every kernel set; non-finite weights and inputs; threads; strided operands and
+out=; which calls take the route."""
+
+import numpy as np
+import pytest
+
+from _conv_helpers import assert_conv_matches_reference, run_conv_engine
+from _helpers import FAMILIES
+from convt import Conv, _dispatch, explain
+from convt._reference import reference_conv
+
+# (x shape, w shape, params): one input channel per group, 2-D
+CASES = {
+    "depthwise_7x7": ((1, 40, 7, 7), (40, 1, 3, 3), dict(group=40, pads=(1, 1, 1, 1))),
+    "depthwise_14x14_batch": ((3, 9, 14, 14), (9, 1, 3, 3), dict(group=9, pads=(1, 1, 1, 1))),
+    "k5_wide_rows": ((1, 5, 11, 45), (5, 1, 5, 5), dict(group=5, pads=(2, 2, 2, 2))),
+    "rows_of_one_block_and_a_bit": ((1, 3, 6, 17), (3, 1, 3, 3), dict(group=3, pads=(1, 1, 1, 1))),
+    "stride_2": ((2, 6, 28, 28), (6, 1, 3, 3), dict(group=6, strides=(2, 2), pads=(1, 1, 1, 1))),
+    "stride_3_1_uneven_pads": ((1, 4, 19, 23), (4, 1, 3, 5),
+                               dict(group=4, strides=(3, 1), pads=(0, 2, 2, 1))),
+    "stride_1_3": ((1, 4, 10, 40), (4, 1, 2, 4), dict(group=4, strides=(1, 3), pads=(1, 0, 0, 3))),
+    "dilated_strided": ((1, 3, 30, 37), (3, 1, 5, 3),
+                        dict(group=3, strides=(2, 2), dilations=(2, 3), pads=(4, 3, 4, 3))),
+    "multiplier_3": ((2, 4, 9, 12), (12, 1, 3, 3), dict(group=4, pads=(1, 1, 1, 1))),
+    "single_channel": ((2, 1, 13, 9), (1, 1, 7, 7), dict(pads=(3, 3, 3, 3))),
+    "kernel_1x1": ((1, 6, 5, 8), (6, 1, 1, 1), dict(group=6)),
+    "pads_beyond_the_kernel": ((1, 2, 4, 5), (2, 1, 3, 3), dict(group=2, pads=(4, 5, 3, 6))),
+    "kernel_wider_than_input": ((1, 2, 3, 4), (2, 1, 5, 7), dict(group=2, pads=(2, 3, 2, 3))),
+    "plane_of_one": ((2, 3, 1, 1), (3, 1, 1, 1), dict(group=3)),
+    "one_row": ((1, 3, 1, 30), (3, 1, 1, 5), dict(group=3, pads=(0, 2, 0, 2))),
+    "one_column": ((1, 3, 30, 1), (3, 1, 5, 1), dict(group=3, pads=(2, 0, 2, 0))),
+    "valid_taps_32": ((1, 2, 3, 40), (2, 1, 1, 32), dict(group=2)),
+}
+
+
+def _data(name, dtype, seed=0):
+    x_shape, w_shape, params = CASES[name]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    return x, w, b, params
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_planes_match_the_reference_on_every_kernel_set(name, dtype, family):
+    x, w, b, params = _data(name, dtype)
+    layer = Conv(**params)
+    assert explain(layer, x.shape, w.shape, dtype).plane is not None
+    for bias in (b, None):
+        y = layer._apply(x, w, bias, backend=family)
+        assert_conv_matches_reference(y, x, w, bias, **params)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(name for name, (_, _, params) in CASES.items()
+                                        if params.get("strides", (1, 1))[1] == 1))
+def test_planes_are_the_stencil_blocks_bit_for_bit(name, dtype, family):
+    """Where stencil blocks serve a call (unit column stride), both sum each output
+    from zero over kernel rows then taps with the set's multiply-add."""
+    x, w, b, params = _data(name, dtype, seed=1)
+    y = Conv(**params)._apply(x, w, b, backend=family)
+    stencil = run_conv_engine(f"direct-{family}", x, w, b, **params)
+    np.testing.assert_array_equal(y, stencil)
+
+
+def test_the_default_set_runs_the_planes_it_reports():
+    x, w, b, params = _data("depthwise_14x14_batch", np.float32)
+    layer = Conv(**params)
+    plane = explain(layer, x.shape, w.shape, np.float32).plane
+    assert plane.family == _dispatch.preferred_kernel_set()
+    assert "depthwise planes" in str(explain(layer, x.shape, w.shape, np.float32))
+    np.testing.assert_array_equal(layer.apply(x, w, b), layer._apply(x, w, b,
+                                                                       backend=plane.family))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_non_finite_weights_multiply_the_padding(dtype):
+    """The text's zeros times Inf are NaN, at every output whose taps reach padding."""
+    x, w, b, params = _data("depthwise_7x7", dtype)
+    w[0, 0, 0, 0] = np.inf
+    w[1, 0, 1, 1] = -np.inf
+    w[2, 0, 2, 2] = np.nan
+    with np.errstate(invalid="ignore"):
+        expected = reference_conv(x, w, b, **params)
+    y = Conv(**params).apply(x, w, b)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(y[finite], expected[finite],
+                               rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_non_finite_inputs_spoil_exactly_the_outputs_reading_them():
+    x, w, b, params = _data("stride_2", np.float32)
+    x[0, 1, 5, 6] = np.nan
+    x[1, 3, 0, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        expected = reference_conv(x, w, b, **params)
+    y = Conv(**params).apply(x, w, b)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(expected))
+
+
+@pytest.mark.parametrize("name", ["depthwise_14x14_batch", "dilated_strided", "multiplier_3"])
+def test_bitwise_identical_across_thread_counts(name):
+    x, w, b, params = _data(name, np.float32)
+    results = [Conv(num_threads=threads, **params).apply(x, w, b) for threads in (1, 2, 3)]
+    for y in results[1:]:
+        np.testing.assert_array_equal(y, results[0])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_strided_planes_are_read_and_written_in_place(dtype, family):
+    """The driver itself on planes whose rows lie apart in larger arrays (x and y),
+    where a block past a row's end cannot spill onto the next row."""
+    from convt._compiled import load
+
+    for name in ("rows_of_one_block_and_a_bit", "stride_2", "multiplier_3", "k5_wide_rows"):
+        x, w, b, params = _data(name, dtype)
+        expected = Conv(**params)._apply(x, w, b, backend=family)
+        wide = np.zeros(x.shape[:2] + (x.shape[2] + 3, x.shape[3] + 5), dtype)
+        wide[:, :, 1:-2, 2:-3] = x
+        big = np.full(expected.shape[:3] + (expected.shape[3] + 7,), -7.0, dtype)
+        pads = params.get("pads", (0, 0, 0, 0))
+        load().plane_conv(family, wide[:, :, 1:-2, 2:-3], w, b, big[..., 3:-4], 1,
+                          pads[:2], params.get("strides", (1, 1)),
+                          params.get("dilations", (1, 1)), 2)
+        np.testing.assert_array_equal(big[..., 3:-4], expected)
+        np.testing.assert_array_equal(big[..., :3], -7.0)
+        np.testing.assert_array_equal(big[..., -4:], -7.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_out_and_repeated_calls(dtype):
+    x, w, b, params = _data("rows_of_one_block_and_a_bit", dtype)
+    layer = Conv(**params)
+    y = layer.apply(x, w, b)
+    out = np.full_like(y, np.nan)
+    assert layer.apply(x, w, b, out=out) is out
+    np.testing.assert_array_equal(out, y)
+    np.testing.assert_array_equal(layer.apply(x, w, b), y)
+    w_view = np.ascontiguousarray(w[::-1])[::-1]  # kernels reversed in memory
+    np.testing.assert_array_equal(layer.apply(x, w_view, b), y)
+
+
+def _guarded_floats(count):
+    """A float32 array of ``count`` elements ending exactly where an inaccessible page
+    begins (Linux), or None."""
+    ctypes = pytest.importorskip("ctypes")
+    mmap = pytest.importorskip("mmap")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        mprotect = libc.mprotect
+    except (OSError, AttributeError):
+        return None
+    page = mmap.PAGESIZE
+    pages = -(-count * 4 // page) + 1
+    backing = mmap.mmap(-1, (pages + 1) * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(backing))
+    if mprotect(ctypes.c_void_p(base + pages * page), ctypes.c_size_t(page), 0) != 0:
+        return None
+    raw = np.frombuffer(backing, dtype=np.float32, count=pages * page // 4)
+    return raw[raw.size - count:], backing
+
+
+def test_row_copies_never_read_past_the_plane():
+    """A row's copy may read whole vectors past its row, never past the input: here
+    the input ends where a page that faults on access begins."""
+    shape = (1, 2, 9, 7)
+    guarded = _guarded_floats(int(np.prod(shape)))
+    if guarded is None:
+        pytest.skip("no mprotect here")
+    flat, backing = guarded
+    x = flat.reshape(shape)
+    x[:] = np.random.default_rng(0).standard_normal(shape)
+    w = np.random.default_rng(1).standard_normal((2, 1, 3, 3)).astype(np.float32)
+    params = dict(group=2, pads=(1, 1, 1, 1))
+    for family in FAMILIES:
+        y = Conv(**params)._apply(x, w, backend=family)
+        assert_conv_matches_reference(y, x.copy(), w, **params)
+
+
+def test_which_calls_take_the_route():
+    def plane(x_shape, w_shape, dtype=np.float32, **params):
+        return explain(Conv(**params), x_shape, w_shape, dtype).plane is not None
+
+    assert plane((1, 8, 16, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))
+    assert plane((1, 8, 16, 16), (8, 1, 3, 3), np.float64, group=8)
+    assert plane((1, 1, 16, 16), (3, 1, 3, 3))                      # one channel, 3 filters
+    assert not plane((1, 8, 16, 16), (8, 1, 3, 3), np.float16, group=8)   # converted
+    assert not plane((1, 8, 16, 16), (8, 2, 3, 3), group=4)         # two inputs per group
+    assert not plane((1, 8, 64), (8, 1, 3), group=8)                # 1-D
+    assert not plane((1, 8, 6, 6, 6), (8, 1, 3, 3, 3), group=8)     # 3-D
+    assert not plane((1, 16, 16, 8), (8, 1, 3, 3), group=8, data_format="NXC")
+    assert not plane((1, 2, 3, 40), (2, 1, 1, 33), group=2)         # > PLANE_MAX_TAPS
+    side = 512  # a 512 x 512 float32 plane: a buffer beyond PLANE_MAX_BYTES
+    assert _dispatch.plane_bytes(explain(Conv(group=3), (1, 3, side, side), (3, 1, 5, 5))
+                                 .problem) > _dispatch.PLANE_MAX_BYTES
+    assert not plane((1, 3, side, side), (3, 1, 5, 5), group=3)
+    assert explain(Conv(group=3), (1, 3, side, side), (3, 1, 5, 5)).decision.stencil_rows
