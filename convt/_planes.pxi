@@ -42,12 +42,14 @@ cdef void plane_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
         y_at = (n * job.y_image + g * job.y_group) * item
         w_at = g * job.w_group * item
         if job.doubles:
-            sums_f64 = job.kernels_f64.plane if job.kernels_f64.plane != NULL else convt_plane_f64
+            sums_f64 = (job.kernels_f64.plane if job.kernels_f64.plane != NULL
+                        else convt_plane_f64)
             sums_f64(&job.shape, <const double*>(job.x + x_at), <const double*>(job.w + w_at),
                      <const double*>job.bias + g * job.mg if job.bias != NULL else NULL,
                      <double*>(job.y + y_at), <double*>buffer, g == first)
         else:
-            sums_f32 = job.kernels_f32.plane if job.kernels_f32.plane != NULL else convt_plane_f32
+            sums_f32 = (job.kernels_f32.plane if job.kernels_f32.plane != NULL
+                        else convt_plane_f32)
             sums_f32(&job.shape, <const float*>(job.x + x_at), <const float*>(job.w + w_at),
                      <const float*>job.bias + g * job.mg if job.bias != NULL else NULL,
                      <float*>(job.y + y_at), <float*>buffer, g == first)
@@ -91,7 +93,8 @@ def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
     job.shape.y_channel = y.strides[1] // item
     buffer = convt_plane_prepare(&job.shape)
     job.per_thread = (buffer * item + 63) // 64 * 64 // item
-    job.x, job.w, job.y = <const char*>data_of(x), <const char*>data_of(w), <char*>data_of(y)
+    job.x, job.w = <const char*>data_of(x), <const char*>data_of(w)
+    job.y = <char*>data_of(y)
     job.bias = <const char*>data_of(b)
     job.groups, job.run, job.mg = x.shape[1], run, job.shape.outputs
     job.x_image, job.x_group = x.strides[0] // item, x.strides[1] // item

@@ -1,9 +1,8 @@
 /* Depthwise planes (see plane.h), compiled for the platform's baseline: the
- * portable and NEON sets' (kernel_set.h).  With GCC or Clang the blocks are
- * 16-byte vectors (SSE2, NEON, ...), multiply-adds written w * x + acc: the
- * portable set's arithmetic (fused only where the compiler contracts them, as
- * on AArch64, whose NEON set is fused); other compilers sum one output at a
- * time. */
+ * portable and NEON sets' (kernel_set.h).  On AArch64 the blocks are NEON
+ * vectors with fused multiply-adds (the NEON set's arithmetic); elsewhere, with
+ * GCC or Clang, 16-byte vector extensions (SSE2, VSX, ...) with a multiply and
+ * an add, the portable set's; other compilers sum one output at a time. */
 #include <string.h>
 
 #include "plane.h"
@@ -12,7 +11,26 @@
 #define PLANE_NAME(part) convt_plane_##part
 #define PLANE_TARGET
 
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(CONVT_NO_VECTOR_EXTENSIONS)
+#if defined(CONVT_AARCH64)
+/* NEON, with the NEON set's fused multiply-adds */
+#include <arm_neon.h>
+#define PLANE_V_f32 float32x4_t
+#define PLANE_LANES_f32 4
+#define PLANE_ZERO_f32() vdupq_n_f32(0.0f)
+#define PLANE_SPLAT_f32(v) vdupq_n_f32(v)
+#define PLANE_LOAD_f32(p) vld1q_f32(p)
+#define PLANE_STORE_f32(p, v) vst1q_f32((p), (v))
+#define PLANE_ADD_f32(a, b) vaddq_f32(a, b)
+#define PLANE_MADD_f32(w, x, acc) vfmaq_f32(acc, w, x)
+#define PLANE_V_f64 float64x2_t
+#define PLANE_LANES_f64 2
+#define PLANE_ZERO_f64() vdupq_n_f64(0.0)
+#define PLANE_SPLAT_f64(v) vdupq_n_f64(v)
+#define PLANE_LOAD_f64(p) vld1q_f64(p)
+#define PLANE_STORE_f64(p, v) vst1q_f64((p), (v))
+#define PLANE_ADD_f64(a, b) vaddq_f64(a, b)
+#define PLANE_MADD_f64(w, x, acc) vfmaq_f64(acc, w, x)
+#elif (defined(__GNUC__) || defined(__clang__)) && !defined(CONVT_NO_VECTOR_EXTENSIONS)
 typedef float plane_v4f __attribute__((vector_size(16)));
 typedef double plane_v2d __attribute__((vector_size(16)));
 
@@ -54,9 +72,11 @@ static inline plane_v2d plane_load_f64(const double *p)
 #define PLANE_LOAD_f64(p) (*(p))
 #define PLANE_STORE_f64(p, v) (*(p) = (v))
 #endif
+#ifndef CONVT_AARCH64
 #define PLANE_ADD_f32(a, b) ((a) + (b))
 #define PLANE_ADD_f64(a, b) ((a) + (b))
 #define PLANE_MADD_f32(w, x, acc) CONVT_MUL_ADD(w, x, acc)
 #define PLANE_MADD_f64(w, x, acc) CONVT_MUL_ADD(w, x, acc)
+#endif
 
 #include "plane_body.h"

@@ -33,7 +33,8 @@ typedef struct convt_plane_shape {
     ptrdiff_t x_row, x_col;                 /* element strides of x's plane */
     ptrdiff_t y_row, y_col;                 /* element strides of y's plane */
     ptrdiff_t outputs;                      /* output channels of the group */
-    ptrdiff_t w_channel;                    /* elements from one output's kernel to the next */
+    ptrdiff_t w_channel;                    /* elements from one output's kernel to the
+                                               next */
     ptrdiff_t y_channel;                    /* elements from one output plane to the next */
     /* set by convt_plane_prepare: */
     ptrdiff_t rows;                         /* buffer rows: every row an output reads */
@@ -47,12 +48,13 @@ static inline ptrdiff_t convt_plane_prepare(convt_plane_shape *s)
 {
     const ptrdiff_t blocks = (s->out_width + CONVT_PLANE_BLOCK - 1) / CONVT_PLANE_BLOCK;
     const ptrdiff_t reach = (s->kernel_width - 1) * s->dilation_x / s->stride_x;
+    const ptrdiff_t used = blocks * CONVT_PLANE_BLOCK + reach + CONVT_PLANE_BLOCK;
     ptrdiff_t j;
-    s->rows = (s->out_height - 1) * s->stride_y + (s->kernel_height - 1) * s->dilation_y + 1;
+    s->rows = (s->out_height - 1) * s->stride_y + (s->kernel_height - 1) * s->dilation_y
+              + 1;
     /* whole cache lines of floats (buffers are 64-byte aligned): fewer loads
      * straddle two lines; and room for a copy's last vector (the fill) */
-    s->width = (blocks * CONVT_PLANE_BLOCK + reach + CONVT_PLANE_BLOCK + CONVT_PLANE_BLOCK - 1)
-               / CONVT_PLANE_BLOCK * CONVT_PLANE_BLOCK;
+    s->width = (used + CONVT_PLANE_BLOCK - 1) / CONVT_PLANE_BLOCK * CONVT_PLANE_BLOCK;
     for (j = 0; j < s->kernel_width && j < CONVT_PLANE_MAX_TAPS; ++j) {
         const ptrdiff_t shift = j * s->dilation_x;
         s->taps[j] = shift % s->stride_x * s->rows * s->width + shift / s->stride_x;

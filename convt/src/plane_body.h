@@ -71,7 +71,7 @@
  * extra lanes fall on rows of the plane that are written after it (y's rows
  * contiguous; the row is one block, or the next row is the next block's),
  * else through a copy. */
-#define PLANE_BLOCK(S, T, ROWS, VECS, KH, KW)                                                   \
+#define PLANE_BLOCK(S, T, ROWS, VECS, KH, KW)                                             \
     {                                                                                     \
         PLANE_V_##S acc[ROWS][VECS];                                                      \
         ptrdiff_t shift[ROWS];                                                            \
@@ -155,11 +155,11 @@
                                     const T *w, const T *bias, T *y, T *buffer,           \
                                     int fresh)                                            \
     {                                                                                     \
+        const int three = shape->kernel_height == 3 && shape->kernel_width == 3;          \
         ptrdiff_t m;                                                                      \
         PLANE_NAME(fill_##S)(shape, x, buffer, fresh);                                    \
         for (m = 0; m < shape->outputs; ++m)                                              \
-            (shape->kernel_height == 3 && shape->kernel_width == 3 ? PLANE_NAME(sums_##S##_3x3) \
-                                                                   : PLANE_NAME(sums_##S))( \
+            (three ? PLANE_NAME(sums_##S##_3x3) : PLANE_NAME(sums_##S))(                  \
                 shape, buffer, w + m * shape->w_channel, bias ? bias + m : NULL,          \
                 y + m * shape->y_channel);                                                \
     }
