@@ -251,16 +251,25 @@ def channels_last_problem(problem):
 # dilations and pads; the stencil blocks' arithmetic (sums in kernel-row, then
 # tap order from zero; padding multiplied like any input).  Planes whose padded
 # buffer (per thread) takes more than this many bytes keep the stencil blocks.
-# On 1 Zen 3 core (float32, separate processes, best of 3 interleaved runs)
-# against the paths before (channels-last copies up to CHANNELS_LAST_MAX_OUTPUTS
-# outputs, stencil blocks above), by buffer size: depthwise 3x3 on 7x7 x 960
-# (1.7 KiB) 1.39x faster, 14x14 x 576 1.62x, 5x5 on 14x14 x 480 1.41x, 5x5 on
-# 28x28 x 240 1.31x, 3x3 s2 from 28x28 x 192 1.18x, 3x3 on 56x56 x 144 (18 KiB)
-# 1.40x, 3x3 s2 from 56x56 x 144 (29 KiB) 1.13x; 3x3 on 112x112 x 128 (66 KiB)
-# 0.96x and 3x3 s2 from 112x112 (86 KiB) 0.93x: there the stencil blocks'
-# rows are long enough.
-PLANE_MAX_BYTES = 48 * 1024
+# On 1 Zen 3 core (float32, best of interleaved runs) against the paths before
+# (channels-last copies up to CHANNELS_LAST_MAX_OUTPUTS outputs, stencil blocks
+# above), by buffer size: depthwise 3x3 on 7x7 x 960 (1.7 KiB) 1.39x faster,
+# 14x14 x 576 1.62x, 5x5 on 14x14 x 480 1.41x, 5x5 on 28x28 x 240 1.31x, 3x3 s2
+# from 28x28 x 192 1.52x, 3x3 on 56x56 x 144 (18 KiB) 1.30-1.40x, 3x3 s2 from
+# 56x56 1.71x, 3x3 on 80x80 1.60x, on 112x112 x 128 (66 KiB) 1.03x (1.18x on 2
+# threads), 3x3 s2 from 112x112 (86 KiB) 2.0x, 3x3 on 160x160 (114 KiB) 1.12x,
+# on 224x224 (217 KiB) 1.13x; 5x5 on 512x512 x 3 (1 MiB) 0.87x: there the
+# stencil blocks' long rows win.
+PLANE_MAX_BYTES = 256 * 1024
 PLANE_MAX_TAPS = 32              # CONVT_PLANE_MAX_TAPS: taps along a kernel row
+# Threads are granted per MIN_MULTIPLY_ADDS_PER_THREAD of work, a measure of the
+# GEMM engine's time; a plane's multiply-add takes about this many of the GEMM's
+# (one load each, short rows: 4.7 G/s on 7x7 planes, 11 G/s on 56x56, against
+# about 40 G/s for the GEMM engine on one Zen 3 core).  So MobileNet's late
+# depthwise layers get the second core: 3x3 on 7x7 x 960 (0.4 M multiply-adds)
+# took 0.154 ms on 2 threads against 0.223 ms on one after a 50 ms pause, and on
+# 14x14 x 576 0.217 against 0.302 ms (medians, 2 Zen 3 cores).
+PLANE_WORK_SCALE = 8
 
 
 def plane_bytes(problem):
@@ -873,7 +882,7 @@ def tuning():
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS, CHANNELS_LAST_MAX_OUTPUTS,
             CHANNELS_LAST_MAX_BYTES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, WINOGRAD_TILES,
             WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK, WINOGRAD_TRANSPOSE_SUM_BLOCK,
-            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES)
+            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE)
 
 
 # Environment variables that set the default thread count, first found wins

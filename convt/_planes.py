@@ -26,7 +26,8 @@ class PlaneRun:
     family: str          # kernel set whose plane entry runs (else the baseline build)
     run: int             # groups per work item
     work_items: int
-    multiply_adds: int
+    multiply_adds: int   # in the GEMM engine's measure, for the thread count
+                         # (convt._dispatch.PLANE_WORK_SCALE)
     buffer_bytes: int    # per thread
 
 
@@ -37,7 +38,8 @@ def plan(problem, family):
     run = -(-groups // per_image)
     items = problem.batch * -(-groups // run)
     return PlaneRun("portable" if family == "blas" else family, run, items,
-                    problem.multiply_adds(), _dispatch.plane_bytes(problem))
+                    problem.multiply_adds() * _dispatch.PLANE_WORK_SCALE,
+                    _dispatch.plane_bytes(problem))
 
 
 def run(plane, x, w, b, y, geometry, threads):

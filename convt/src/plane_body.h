@@ -30,6 +30,25 @@
         ptrdiff_t r, p, q;                                                                \
         if (fresh)                                                                        \
             memset(buffer, 0, (size_t)(rows * sx * width) * sizeof(T));                   \
+        if (sx == 2 && s->x_col == 1                                                      \
+            && s->in_width + s->pad_left <= 2 * width) {                                  \
+            /* input column i goes to phase (i + pad_left) % 2 at (i + pad_left) / 2: */  \
+            /* the even and odd columns, each a unit-stride run into one phase */         \
+            const ptrdiff_t pairs = s->in_width / 2, left = s->pad_left;                  \
+            T *to_even = buffer + (left % 2) * rows * width + left / 2;                   \
+            T *to_odd = buffer + ((left + 1) % 2) * rows * width + (left + 1) / 2;        \
+            for (r = top; r < end; ++r) {                                                 \
+                const T *in = x + (r - s->pad_top) * s->x_row;                            \
+                T *even = to_even + r * width, *odd = to_odd + r * width;                 \
+                for (q = 0; q < pairs; ++q) {                                             \
+                    even[q] = in[2 * q];                                                  \
+                    odd[q] = in[2 * q + 1];                                               \
+                }                                                                         \
+                if (s->in_width % 2)                                                      \
+                    even[pairs] = in[2 * pairs];                                          \
+            }                                                                             \
+            return;                                                                       \
+        }                                                                                 \
         for (p = 0; p < sx; ++p) {                                                        \
             /* q in [first, last): input columns inside [0, in_width) */                  \
             const ptrdiff_t before = s->pad_left - p, after = s->in_width + before;       \
