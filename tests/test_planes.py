@@ -21,6 +21,8 @@ CASES = {
     "k5_wide_rows": ((1, 5, 11, 45), (5, 1, 5, 5), dict(group=5, pads=(2, 2, 2, 2))),
     "rows_of_one_block_and_a_bit": ((1, 3, 6, 17), (3, 1, 3, 3), dict(group=3, pads=(1, 1, 1, 1))),
     "stride_2": ((2, 6, 28, 28), (6, 1, 3, 3), dict(group=6, strides=(2, 2), pads=(1, 1, 1, 1))),
+    "stride_2_even_left_pad_odd_width": ((1, 3, 15, 21), (3, 1, 3, 4),
+                                         dict(group=3, strides=(2, 2), pads=(2, 2, 1, 0))),
     "stride_3_1_uneven_pads": ((1, 4, 19, 23), (4, 1, 3, 5),
                                dict(group=4, strides=(3, 1), pads=(0, 2, 2, 1))),
     "stride_1_3": ((1, 4, 10, 40), (4, 1, 2, 4), dict(group=4, strides=(1, 3), pads=(1, 0, 0, 3))),
