@@ -270,6 +270,9 @@ PLANE_MAX_TAPS = 32              # CONVT_PLANE_MAX_TAPS: taps along a kernel row
 # took 0.154 ms on 2 threads against 0.223 ms on one after a 50 ms pause, and on
 # 14x14 x 576 0.217 against 0.302 ms (medians, 2 Zen 3 cores).
 PLANE_WORK_SCALE = 8
+# Planes (images x groups) a call needs, at least (see plane_route); None:
+# work_items_target(), as many as a plan aims at work items.
+PLANE_MIN_PLANES = None
 
 
 def plane_bytes(problem):
@@ -286,11 +289,17 @@ def plane_bytes(problem):
 
 def plane_route(problem):
     """Whether a call runs as depthwise planes: a 2-D Conv with one input channel
-    per group, float32 or float64, unit column strides in x and y, at most
-    PLANE_MAX_TAPS taps along a kernel row, and a padded plane buffer of at most
-    PLANE_MAX_BYTES."""
+    and at most STENCIL_MAX_OUTPUTS output channels per group (more make a GEMM
+    worth it: 1 -> 64 channels 9x9 over 128x128 ran 0.69x the GEMM engine's
+    speed), planes for every work item a plan aims at (PLANE_MIN_PLANES: a plane
+    is never split, so 3 RGB planes would leave cores idle), float32 or float64,
+    unit column strides in x and y, at most PLANE_MAX_TAPS taps along a kernel
+    row, and a padded plane buffer of at most PLANE_MAX_BYTES."""
     geometry = problem.geometry
     return (not problem.transpose and geometry.ndim == 2 and problem.cg == 1
+            and problem.mg <= STENCIL_MAX_OUTPUTS
+            and problem.batch * problem.group >= (work_items_target() if PLANE_MIN_PLANES is None
+                                                  else PLANE_MIN_PLANES)
             and problem.dtype in (np.float32, np.float64)
             and problem.x_spatially_contiguous and problem.y_rows_contiguous
             and geometry.kernel_shape[-1] <= PLANE_MAX_TAPS
@@ -882,7 +891,8 @@ def tuning():
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS, CHANNELS_LAST_MAX_OUTPUTS,
             CHANNELS_LAST_MAX_BYTES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, WINOGRAD_TILES,
             WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK, WINOGRAD_TRANSPOSE_SUM_BLOCK,
-            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE)
+            WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
+            PLANE_MIN_PLANES)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -29,7 +29,8 @@ CASES = {
     "dilated_strided": ((1, 3, 30, 37), (3, 1, 5, 3),
                         dict(group=3, strides=(2, 2), dilations=(2, 3), pads=(4, 3, 4, 3))),
     "multiplier_3": ((2, 4, 9, 12), (12, 1, 3, 3), dict(group=4, pads=(1, 1, 1, 1))),
-    "single_channel": ((2, 1, 13, 9), (1, 1, 7, 7), dict(pads=(3, 3, 3, 3))),
+    "multiplier_4": ((1, 8, 9, 12), (32, 1, 3, 3), dict(group=8, pads=(1, 1, 1, 1))),
+    "single_channel_batch_8": ((8, 1, 13, 9), (1, 1, 7, 7), dict(pads=(3, 3, 3, 3))),
     "kernel_1x1": ((1, 6, 5, 8), (6, 1, 1, 1), dict(group=6)),
     "pads_beyond_the_kernel": ((1, 2, 4, 5), (2, 1, 3, 3), dict(group=2, pads=(4, 5, 3, 6))),
     "kernel_wider_than_input": ((1, 2, 3, 4), (2, 1, 5, 7), dict(group=2, pads=(2, 3, 2, 3))),
@@ -38,6 +39,14 @@ CASES = {
     "one_column": ((1, 3, 30, 1), (3, 1, 5, 1), dict(group=3, pads=(2, 0, 2, 0))),
     "valid_taps_32": ((1, 2, 3, 40), (2, 1, 1, 32), dict(group=2)),
 }
+
+
+@pytest.fixture(autouse=True)
+def small_calls_run_planes(monkeypatch, request):
+    """Calls of a few planes take the route too (a test of the rule itself is marked
+    keep_thresholds)."""
+    if "keep_thresholds" not in request.keywords:
+        monkeypatch.setattr(_dispatch, "PLANE_MIN_PLANES", 1)
 
 
 def _data(name, dtype, seed=0):
@@ -198,21 +207,27 @@ def test_row_copies_never_read_past_the_plane():
         assert_conv_matches_reference(y, x.copy(), w, **params)
 
 
+@pytest.mark.keep_thresholds
 def test_which_calls_take_the_route():
     def plane(x_shape, w_shape, dtype=np.float32, **params):
         return explain(Conv(**params), x_shape, w_shape, dtype).plane is not None
 
-    assert plane((1, 8, 16, 16), (8, 1, 3, 3), group=8, pads=(1, 1, 1, 1))
-    assert plane((1, 8, 16, 16), (8, 1, 3, 3), np.float64, group=8)
-    assert plane((1, 1, 16, 16), (3, 1, 3, 3))                      # one channel, 3 filters
-    assert not plane((1, 8, 16, 16), (8, 1, 3, 3), np.float16, group=8)   # converted
-    assert not plane((1, 8, 16, 16), (8, 2, 3, 3), group=4)         # two inputs per group
-    assert not plane((1, 8, 64), (8, 1, 3), group=8)                # 1-D
-    assert not plane((1, 8, 6, 6, 6), (8, 1, 3, 3, 3), group=8)     # 3-D
-    assert not plane((1, 16, 16, 8), (8, 1, 3, 3), group=8, data_format="NXC")
-    assert not plane((1, 2, 3, 40), (2, 1, 1, 33), group=2)         # > PLANE_MAX_TAPS
-    side = 512  # a 512 x 512 float32 plane: a buffer beyond PLANE_MAX_BYTES
-    assert _dispatch.plane_bytes(explain(Conv(group=3), (1, 3, side, side), (3, 1, 5, 5))
-                                 .problem) > _dispatch.PLANE_MAX_BYTES
-    assert not plane((1, 3, side, side), (3, 1, 5, 5), group=3)
-    assert explain(Conv(group=3), (1, 3, side, side), (3, 1, 5, 5)).decision.stencil_rows
+    least = _dispatch.work_items_target()
+    assert plane((1, least, 16, 16), (least, 1, 3, 3), group=least, pads=(1, 1, 1, 1))
+    assert plane((1, least, 16, 16), (least, 1, 3, 3), np.float64, group=least)
+    assert plane((least, 1, 16, 16), (1, 1, 3, 3))                  # single-channel images
+    assert plane((least, 1, 16, 16), (3, 1, 3, 3))                  # one channel, 3 filters
+    assert not plane((1, 1, 16, 16), (3, 1, 3, 3))                  # one plane: 1 work item
+    assert not plane((1, 3, 64, 64), (3, 1, 5, 5), group=3)         # RGB: 3 planes
+    assert not plane((least, 1, 64, 64), (64, 1, 9, 9))             # 64 filters: a GEMM
+    many = 2 * least
+    assert not plane((1, many, 16, 16), (many, 1, 3, 3), np.float16, group=many)  # converted
+    assert not plane((1, many, 16, 16), (many // 2, 2, 3, 3), group=many // 2)  # 2 inputs
+    assert not plane((1, many, 64), (many, 1, 3), group=many)       # 1-D
+    assert not plane((1, many, 6, 6, 6), (many, 1, 3, 3, 3), group=many)  # 3-D
+    assert not plane((1, 16, 16, many), (many, 1, 3, 3), group=many, data_format="NXC")
+    assert not plane((1, many, 3, 40), (many, 1, 1, 33), group=many)  # > PLANE_MAX_TAPS
+    side = 512  # 512 x 512 float32 planes: a buffer beyond PLANE_MAX_BYTES
+    big = explain(Conv(group=3), (least, 3, side, side), (3, 1, 5, 5))
+    assert _dispatch.plane_bytes(big.problem) > _dispatch.PLANE_MAX_BYTES
+    assert big.plane is None and big.decision.stencil_rows
