@@ -231,3 +231,16 @@ def test_which_calls_take_the_route():
     big = explain(Conv(group=3), (least, 3, side, side), (3, 1, 5, 5))
     assert _dispatch.plane_bytes(big.problem) > _dispatch.PLANE_MAX_BYTES
     assert big.plane is None and big.decision.stencil_rows
+
+
+@pytest.mark.parametrize("filter_format", ["OIX", "XIO", "IOX"])
+def test_filter_layouts_are_read_through_their_strides(filter_format):
+    """XIO and IOX weights reach the planes as strided views of the OIX layout."""
+    x, w, b, params = _data("multiplier_3", np.float32)
+    layer = Conv(**params)
+    expected = layer.apply(x, w, b)
+    ws = {"OIX": w, "XIO": np.moveaxis(w, (0, 1), (-1, -2)).copy(),
+          "IOX": np.swapaxes(w, 0, 1).copy()}[filter_format]
+    layer = Conv(filter_format=filter_format, **params)
+    assert explain(layer, x.shape, ws.shape, np.float32).plane is not None
+    np.testing.assert_array_equal(layer.apply(x, ws, b), expected)
