@@ -358,6 +358,15 @@ WINDOW_MAX_EXCESS = 2
 # 48x48 the copy was 1.03-1.09x faster (k2s2 and 1x1); on 16x16 (1 KiB planes)
 # reading in place was 2-5% faster, on 28x28 and 7x7 the two were within 2%.
 IN_PLACE_MAX_CHANNEL_BYTES = 4096
+# Conv 1x1 layers read x in place only from this many positions per plane: on
+# smaller planes the copied tile runs the transposed kernels (gemm_t: the many
+# output channels as vectors, the few positions broadcast), which read in place
+# cannot.  On 1 Zen 3 core (separate processes, two runs each) copying ran 64 ->
+# 384 on 14x14 1.33-1.66x, 160 -> 960 on 7x7 1.75x, 32 -> 64 on 7x7 1.6-2.0x,
+# 96 -> 576 on 10x10 1.26-2.0x, 512 -> 512 on 8x8 1.05-1.33x, 320 -> 1280 on 7x7
+# 1.11x, batch 8 x 64 -> 384 on 14x14 1.19x faster, 384 -> 64 on 14x14 and 256 ->
+# 64 on 16x16 within 2%; from 28x28 the two took turns (0.81-1.15x).
+CONV_IN_PLACE_MIN_POSITIONS = 256
 # Idle share of the cores (see _balanced_items) above which a single stack's
 # items are re-cut: 17 items on 2 cores leave 5.9% idle, 33 items 3.0%.
 BALANCE_TOLERANCE = 0.03
@@ -794,7 +803,11 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
             # BLAS packs its operands itself: x is its im2col
             and (not row_block
-                 or math.prod(geometry.input_shape) * blocking.itemsize < IN_PLACE_MAX_CHANNEL_BYTES)
+                 or (math.prod(geometry.input_shape) * blocking.itemsize
+                     < IN_PLACE_MAX_CHANNEL_BYTES
+                     and not (not transpose
+                              and math.prod(geometry.input_shape) < CONV_IN_PLACE_MIN_POSITIONS
+                              and _transposed(rows, phase_count, False, exact, blocking))))
         )
         # residue pairs share their row blocks (one item scatters both products)
         in_pair = index in partner or index in partner_of
