@@ -483,9 +483,7 @@ AVX2 static void transpose_8x8_f32(const float *src, ptrdiff_t src_stride, float
     STORE_TRANSPOSED(__m256, 8, _mm256_loadu_ps, _mm256_add_ps, _mm256_storeu_ps)
 }
 
-/* A 4 x 4 float block on 128-bit vectors: the rows left below a multiple of 8
- * (a tile of 28 positions: 4 rows), which the portable loops moved one element at
- * a time (7% of a 1x1 Conv's time on 7x7 maps). */
+/* A 4 x 4 float block on 128-bit vectors, for fewer than 8 rows. */
 AVX2 static void transpose_4x4_f32(const float *src, ptrdiff_t src_stride, float *dst,
                                    ptrdiff_t dst_stride, const float *bias)
 {
@@ -519,39 +517,43 @@ AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, doub
 /* Square blocks of B x B in registers over the largest multiple of B rows and
  * columns, column strips first (each destination row is written left to right
  * by consecutive blocks), then the edges. */
-/* HALF: a (B/2) x (B/2) block for rows left below a multiple of B (HAS_HALF). */
-#define AVX2_TRANSPOSE(S, T, B, BLOCK, HAS_HALF, HALF)                                            \
+/* Whole B x B blocks; rows left below a multiple of B as one more block over the
+ * last B rows (those before are moved again: the same values, bias included);
+ * fewer than B rows in (B/2) x (B/2) blocks the same way (HAS_HALF: HALF); the
+ * columns left below a multiple of the block by the portable loops.  On a 7x7
+ * map a 1x1 Conv's rows are 7 positions, which the portable loops moved one
+ * element at a time (5-7% of the call). */
+#define AVX2_TRANSPOSE(S, T, B, BLOCK, HAS_HALF, HALF)                                    \
     AVX2 void convt_avx2_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,      \
                                        ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride, \
                                        const T *bias)                                     \
     {                                                                                     \
-        ptrdiff_t r, c, whole_rows = rows - rows % B, whole_cols = cols - cols % B;      \
-        ptrdiff_t done = whole_rows;  /* rows moved so far */                             \
-        for (c = 0; c < whole_cols; c += B)                                               \
-            for (r = 0; r < whole_rows; r += B)                                           \
-                BLOCK(src + r * src_stride + c, src_stride, dst + c * dst_stride + r,    \
-                      dst_stride, bias ? bias + r : NULL);                                \
+        ptrdiff_t r, c, whole_cols = 0;                                                   \
+        if (rows >= B) {                                                                  \
+            whole_cols = cols - cols % B;                                                 \
+            for (c = 0; c < whole_cols; c += B) {                                         \
+                for (r = 0; r + B <= rows; r += B)                                        \
+                    BLOCK(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, \
+                          dst_stride, bias ? bias + r : NULL);                            \
+                if (rows % B)                                                             \
+                    BLOCK(src + (rows - B) * src_stride + c, src_stride,                  \
+                          dst + c * dst_stride + rows - B, dst_stride,                    \
+                          bias ? bias + rows - B : NULL);                                 \
+            }                                                                             \
+        } else if (HAS_HALF && rows >= B / 2) {                                           \
+            whole_cols = cols - cols % (B / 2);                                           \
+            for (c = 0; c < whole_cols; c += B / 2) {                                     \
+                HALF(src + c, src_stride, dst + c * dst_stride, dst_stride, bias);        \
+                if (rows % (B / 2))                                                       \
+                    HALF(src + (rows - B / 2) * src_stride + c, src_stride,               \
+                         dst + c * dst_stride + rows - B / 2, dst_stride,                 \
+                         bias ? bias + rows - B / 2 : NULL);                              \
+            }                                                                             \
+        }                                                                                 \
         if (whole_cols < cols)                                                            \
-            convt_portable_transpose_##S(whole_rows, cols - whole_cols, src + whole_cols, \
+            convt_portable_transpose_##S(rows, cols - whole_cols, src + whole_cols,       \
                                          src_stride, dst + whole_cols * dst_stride,       \
                                          dst_stride, bias);                               \
-        if (HAS_HALF && rows - done >= B / 2) {  /* B / 2 more rows in half blocks */     \
-            const ptrdiff_t half_cols = cols - cols % (B / 2);                            \
-            for (c = 0; c < half_cols; c += B / 2)                                        \
-                HALF(src + done * src_stride + c, src_stride, dst + c * dst_stride + done, \
-                     dst_stride, bias ? bias + done : NULL);                              \
-            if (half_cols < cols)                                                         \
-                convt_portable_transpose_##S(B / 2, cols - half_cols,                     \
-                                             src + done * src_stride + half_cols,         \
-                                             src_stride, dst + half_cols * dst_stride     \
-                                             + done, dst_stride,                          \
-                                             bias ? bias + done : NULL);                  \
-            done += B / 2;                                                                \
-        }                                                                                 \
-        if (done < rows)                                                                  \
-            convt_portable_transpose_##S(rows - done, cols, src + done * src_stride,      \
-                                         src_stride, dst + done, dst_stride,              \
-                                         bias ? bias + done : NULL);                      \
     }
 AVX2_TRANSPOSE(f32, float, 8, transpose_8x8_f32, 1, transpose_4x4_f32)
 #define NO_HALF(src, src_stride, dst, dst_stride, bias) ((void)0)
