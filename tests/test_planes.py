@@ -98,6 +98,17 @@ def test_the_default_set_runs_the_planes_it_reports():
                                                                        backend=plane.family))
 
 
+def _same_non_finite_outputs(x, w, b, params):
+    """Conv's outputs and the reference's have NaN and Inf at the same places; returns
+    both."""
+    with np.errstate(invalid="ignore"):
+        expected = reference_conv(x, w, b, **params)
+    y = Conv(**params).apply(x, w, b)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(expected))
+    return y, expected
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_non_finite_weights_multiply_the_padding(dtype):
     """The text's zeros times Inf are NaN, at every output whose taps reach padding."""
@@ -105,11 +116,7 @@ def test_non_finite_weights_multiply_the_padding(dtype):
     w[0, 0, 0, 0] = np.inf
     w[1, 0, 1, 1] = -np.inf
     w[2, 0, 2, 2] = np.nan
-    with np.errstate(invalid="ignore"):
-        expected = reference_conv(x, w, b, **params)
-    y = Conv(**params).apply(x, w, b)
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
-    np.testing.assert_array_equal(np.isinf(y), np.isinf(expected))
+    y, expected = _same_non_finite_outputs(x, w, b, params)
     finite = np.isfinite(expected)
     np.testing.assert_allclose(y[finite], expected[finite],
                                rtol=1e-5 if dtype == np.float32 else 1e-12,
@@ -120,11 +127,7 @@ def test_non_finite_inputs_spoil_exactly_the_outputs_reading_them():
     x, w, b, params = _data("stride_2", np.float32)
     x[0, 1, 5, 6] = np.nan
     x[1, 3, 0, 0] = np.inf
-    with np.errstate(invalid="ignore"):
-        expected = reference_conv(x, w, b, **params)
-    y = Conv(**params).apply(x, w, b)
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
-    np.testing.assert_array_equal(np.isinf(y), np.isinf(expected))
+    _same_non_finite_outputs(x, w, b, params)
 
 
 @pytest.mark.parametrize("name", ["depthwise_14x14_batch", "dilated_strided", "multiplier_3"])
