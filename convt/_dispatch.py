@@ -276,15 +276,11 @@ PLANE_MIN_PLANES = None
 
 
 def plane_bytes(problem):
-    """Bytes of a thread's padded plane buffer (convt_plane_prepare in plane.h)."""
-    geometry = problem.geometry
-    (out_h, out_w), (k_h, k_w) = geometry.output_shape, geometry.kernel_shape
-    (s_h, s_w), (d_h, d_w) = geometry.strides, geometry.dilations
-    block = 16  # CONVT_PLANE_BLOCK
-    rows = (out_h - 1) * s_h + (k_h - 1) * d_h + 1
-    reach = (k_w - 1) * d_w // s_w
-    width = -(-(-(-out_w // block) * block + reach + block) // block) * block
-    return rows * s_w * width * np.dtype(problem.dtype).itemsize
+    """Bytes of a thread's padded plane buffer (sized by convt_plane_prepare in plane.h)."""
+    g = problem.geometry
+    return load().plane_buffer_elements(g.input_shape, g.output_shape, g.kernel_shape,
+                                        g.pads_begin, g.strides,
+                                        g.dilations) * np.dtype(problem.dtype).itemsize
 
 
 def plane_route(problem):
@@ -302,7 +298,7 @@ def plane_route(problem):
                                                   else PLANE_MIN_PLANES)
             and problem.dtype in (np.float32, np.float64)
             and problem.x_spatially_contiguous and problem.y_rows_contiguous
-            and geometry.kernel_shape[-1] <= PLANE_MAX_TAPS
+            and geometry.kernel_shape[-1] <= PLANE_MAX_TAPS  # before plane_bytes: it checks
             and plane_bytes(problem) <= PLANE_MAX_BYTES)
 
 

@@ -312,7 +312,7 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     if call.plane is not None:  # padding is multiplied: no taps to poison, no fallback
         plane = call.plane
         threads = _dispatch.resolve_threads(num_threads, plane.work_items, plane.multiply_adds)
-        _planes.run(plane, x, w, b, y, call.geometry, threads)
+        _planes.run(plane, x, w, b, y, threads)
         return result
     if call.winograd is not None:
         winograd = call.winograd
@@ -668,13 +668,11 @@ def explain(layer, x_shape, w_shape, dtype=None):
                                         problem.multiply_adds())
     winograd = (_winograd.plan(problem, run.decision)
                 if _dispatch.winograd_route(problem, run.decision) else None)
-    if winograd is not None:
-        threads = _dispatch.resolve_threads(layer._attributes().num_threads,
-                                            winograd.work_items, winograd.multiply_adds)
     plane = _planes.plan(problem, run.decision.row_family) if planes else None
-    if plane is not None:
+    serving = plane or winograd  # an engine that runs instead of the plan's
+    if serving is not None:
         threads = _dispatch.resolve_threads(layer._attributes().num_threads,
-                                            plane.work_items, plane.multiply_adds)
+                                            serving.work_items, serving.multiply_adds)
     return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
                        plane)
 

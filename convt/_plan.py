@@ -796,6 +796,10 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
                     and _stores_pairs(blocking, chunk_s, cg)):
                 chunk, tile = chunk_s, tile_s
                 row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
+        # a 1x1 Conv on a small plane: the copied tile's transposed kernels serve it better
+        small_transposable = (not transpose
+                              and math.prod(geometry.input_shape) < CONV_IN_PLACE_MIN_POSITIONS
+                              and _transposed(rows, phase_count, False, exact, blocking))
         identity = (
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
@@ -804,10 +808,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             # BLAS packs its operands itself: x is its im2col
             and (not row_block
                  or (math.prod(geometry.input_shape) * blocking.itemsize
-                     < IN_PLACE_MAX_CHANNEL_BYTES
-                     and not (not transpose
-                              and math.prod(geometry.input_shape) < CONV_IN_PLACE_MIN_POSITIONS
-                              and _transposed(rows, phase_count, False, exact, blocking))))
+                     < IN_PLACE_MAX_CHANNEL_BYTES and not small_transposable))
         )
         # residue pairs share their row blocks (one item scatters both products)
         in_pair = index in partner or index in partner_of

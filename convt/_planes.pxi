@@ -55,6 +55,27 @@ cdef void plane_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
                      <float*>(job.y + y_at), <float*>buffer, g == first)
 
 
+cdef void plane_shape(convt_plane_shape* shape, in_shape, out_shape, kernel_shape, pads,
+                      strides, dilations):
+    """The geometry fields of a plane shape (convt_plane_prepare completes it)."""
+    shape.in_height, shape.in_width = in_shape
+    shape.out_height, shape.out_width = out_shape
+    shape.kernel_height, shape.kernel_width = kernel_shape
+    shape.stride_y, shape.stride_x = strides
+    shape.dilation_y, shape.dilation_x = dilations
+    shape.pad_top, shape.pad_left = pads
+
+
+def plane_buffer_elements(in_shape, out_shape, kernel_shape, pads, strides, dilations):
+    """Elements of a thread's padded plane buffer for this 2-D geometry
+    (convt_plane_prepare in plane.h: the one place that sizes it)."""
+    cdef convt_plane_shape shape
+    if kernel_shape[1] > CONVT_PLANE_MAX_TAPS:
+        raise ValueError("plane_buffer_elements: a kernel row longer than CONVT_PLANE_MAX_TAPS")
+    plane_shape(&shape, in_shape, out_shape, kernel_shape, pads, strides, dilations)
+    return convt_plane_prepare(&shape)
+
+
 def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
                int num_threads):
     """Fill ``y`` with Conv(x, w, b) plane by plane on ``num_threads`` pool threads:
@@ -80,12 +101,7 @@ def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
     job.doubles = item == 8
     job.kernels_f32 = kernels.f32
     job.kernels_f64 = kernels.f64
-    job.shape.in_height, job.shape.in_width = x.shape[2], x.shape[3]
-    job.shape.out_height, job.shape.out_width = y.shape[2], y.shape[3]
-    job.shape.kernel_height, job.shape.kernel_width = w.shape[2], w.shape[3]
-    job.shape.stride_y, job.shape.stride_x = strides
-    job.shape.dilation_y, job.shape.dilation_x = dilations
-    job.shape.pad_top, job.shape.pad_left = pads
+    plane_shape(&job.shape, x.shape[2:], y.shape[2:], w.shape[2:], pads, strides, dilations)
     job.shape.x_row, job.shape.x_col = x.strides[2] // item, 1
     job.shape.y_row, job.shape.y_col = y.strides[2] // item, 1
     job.shape.outputs = y.shape[1] // x.shape[1]

@@ -29,6 +29,9 @@ class PlaneRun:
     multiply_adds: int   # in the GEMM engine's measure, for the thread count
                          # (convt._dispatch.PLANE_WORK_SCALE)
     buffer_bytes: int    # per thread
+    pads: tuple          # begin pads (top, left), strides, dilations: plane_conv's
+    strides: tuple
+    dilations: tuple
 
 
 def plan(problem, family):
@@ -37,18 +40,20 @@ def plan(problem, family):
     per_image = max(1, min(groups, -(-_dispatch.work_items_target() // problem.batch)))
     run = -(-groups // per_image)
     items = problem.batch * -(-groups // run)
+    geometry = problem.geometry
     return PlaneRun("portable" if family == "blas" else family, run, items,
                     problem.multiply_adds() * _dispatch.PLANE_WORK_SCALE,
-                    _dispatch.plane_bytes(problem))
+                    _dispatch.plane_bytes(problem), tuple(geometry.pads_begin),
+                    tuple(geometry.strides), tuple(geometry.dilations))
 
 
-def run(plane, x, w, b, y, geometry, threads):
+def run(plane, x, w, b, y, threads):
     """Fill ``y`` (N, M, OH, OW) with Conv(x, w, b), plane by plane."""
     if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
         w = np.ascontiguousarray(w)  # each kernel contiguous (a few weights per channel)
     bias = None if b is None else np.ascontiguousarray(b, dtype=x.dtype)
-    load().plane_conv(plane.family, x, w, bias, y, plane.run, tuple(geometry.pads_begin),
-                      tuple(geometry.strides), tuple(geometry.dilations), threads)
+    load().plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,
+                      plane.dilations, threads)
 
 
 def describe(plane):

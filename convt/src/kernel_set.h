@@ -153,8 +153,8 @@ enum {
                                              const T *m, ptrdiff_t channels,              \
                                              const T *bias, T *y, ptrdiff_t y_channel);   \
     typedef void (*convt_plane_kernel_##S)(const convt_plane_shape *shape, const T *x,    \
-                                    const T *w, const T *bias, T *y, T *buffer,           \
-                                    int fresh);                                           \
+                                           const T *w, const T *bias, T *y, T *buffer,    \
+                                           int fresh);                                    \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
