@@ -337,10 +337,34 @@ WINOGRAD_OUT_CHUNK = 64         # output channels per work item (rounded to row 
 # against float64: blocks of 32 RMS 4.6e-6, 16 3.8e-6, 8 3.6e-6; PyTorch 3.8e-6;
 # blocks of 8 cost 14% of the call, 16 6%).  Conv's keep the GEMM engine's blocks.
 WINOGRAD_TRANSPOSE_SUM_BLOCK = 8
+# F(2x2, 2x2) on the stride phases of a 2-D ConvTranspose with kernel 2 s (k4 s2): 9
+# products per 2x2 outputs of a phase and input channel instead of 16, for transforms
+# that only add, but 2.25 times the weights to stream.  On 2 Zen 3 vCPUs, each
+# engine looping in its own process (1 / 2 threads, best times): DCGAN's 256 -> 128
+# on 64x64 1.15-1.3x / 1.2-1.4x the GEMM engine's speed, 64 -> 64 on 128x128
+# 1.2x / 1.5x, 128 -> 128 on 32x32 1.14x / 1.15x, 64 -> 64 on 64x64 1.08-1.2x;
+# ties on 4 x 128 -> 64 over 32x32 and 64 -> 32 on 128x128 (0.9-1.1x), and slower
+# with 32 channels (32 -> 32 on 64x64: 0.83-1.0x) or little work (256 -> 128 on
+# 16x16, 2^27 multiply-adds: 0.8-1.2x).  Called back to back with another layer,
+# which evicts its weights from the caches, it ties with the GEMM engine.
+WINOGRAD_PHASE_MIN_CHANNELS = 64
+WINOGRAD_PHASE_MIN_WORK = 2**28
+# Its products are summed in blocks of this many channels: float32 error against
+# float64 on DCGAN's layer (256 -> 128 on 64x64), largest / RMS: blocks of 16
+# 7.6e-7 / 1.1e-7, 64 1.1e-6 / 1.5e-7 (PyTorch 1.1e-6 / 1.4e-7, the GEMM engine
+# 5.4e-7 / 8.1e-8); blocks of 16 cost about 7% of the call.
+WINOGRAD_PHASE_SUM_BLOCK = 16
+# Its work items hold their block of y rows (a row residue's phases interleaved,
+# written to y once rather than once per phase): output channels per item are cut
+# to keep that block at most this size.
+WINOGRAD_PHASE_BLOCK_BYTES = 128 * 1024
 
 
 def winograd_route(problem, decision):
-    """Whether a call runs Winograd: a float32 2-D Conv or ConvTranspose with 3x3
+    """Whether a call runs Winograd: a float32 2-D ConvTranspose whose kernel is twice
+    its stride, without dilation (F(2x2, 2x2) on each stride phase; enough channels
+    and work: WINOGRAD_PHASE_MIN_CHANNELS, WINOGRAD_PHASE_MIN_WORK), a float32 2-D
+    Conv or ConvTranspose with 3x3
     kernels, stride 1, no dilation and no output padding (F(2x2, 3x3)), or a 3-D
     Conv with 3x3x3 kernels, stride 1, no dilation (F(2x2x2, 3x3x3); not
     ConvTranspose: col2im engines' float32 error stays lower there, RMS 3.9e-6 against
@@ -352,6 +376,12 @@ def winograd_route(problem, decision):
     (residues of at most 81 tiles, the input read and the output written with stride 2)."""
     geometry = problem.geometry
     ones = (1,) * geometry.ndim
+    if winograd_phased(problem):
+        return (problem.dtype == np.float32 and decision.engine == "gemm"
+                and decision.kernel_set != "blas"
+                and min(problem.cg, problem.mg) >= WINOGRAD_PHASE_MIN_CHANNELS
+                and math.prod(winograd_tiles(geometry, geometry.strides)) >= WINOGRAD_MIN_TILES
+                and problem.multiply_adds() >= WINOGRAD_PHASE_MIN_WORK)
     if (geometry.ndim not in (2, 3) or geometry.kernel_shape != (3,) * geometry.ndim
             or any(geometry.output_padding) or geometry.strides != ones
             or geometry.dilations != ones or (geometry.ndim == 3 and problem.transpose)
@@ -364,9 +394,21 @@ def winograd_route(problem, decision):
             and problem.multiply_adds() >= least)
 
 
-def winograd_tiles(geometry):
-    """Tiles of 2 outputs per axis ((planes,) rows, columns) of the output."""
-    return tuple((size + 1) // 2 for size in geometry.output_shape)
+def winograd_phased(problem):
+    """Whether a call is a 2-D ConvTranspose whose kernel is twice its stride on each
+    axis, without dilation: each stride phase of its output is a 2x2 Conv of x, which
+    Winograd F(2x2, 2x2) serves (convt._winograd.phases_of)."""
+    geometry = problem.geometry
+    return (problem.transpose and geometry.ndim == 2 and geometry.dilations == (1, 1)
+            and all(k == 2 * s for k, s in zip(geometry.kernel_shape, geometry.strides)))
+
+
+def winograd_tiles(geometry, strides=None):
+    """Tiles of 2 outputs per axis ((planes,) rows, columns) of the output, or of its
+    first stride phase (the largest) when ``strides`` are given."""
+    sizes = geometry.output_shape if strides is None else [
+        -(-size // stride) for size, stride in zip(geometry.output_shape, strides)]
+    return tuple((size + 1) // 2 for size in sizes)
 
 
 # --- limits ------------------------------------------------------------------
@@ -887,6 +929,8 @@ def tuning():
             DIRECT_MAX_SOURCES, STENCIL_ROWS, STENCIL_MAX_OUTPUTS, CHANNELS_LAST_MAX_OUTPUTS,
             CHANNELS_LAST_MAX_BYTES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, WINOGRAD_TILES,
             WINOGRAD_CHANNEL_CHUNK, WINOGRAD_OUT_CHUNK, WINOGRAD_TRANSPOSE_SUM_BLOCK,
+            WINOGRAD_PHASE_MIN_CHANNELS, WINOGRAD_PHASE_MIN_WORK, WINOGRAD_PHASE_SUM_BLOCK,
+            WINOGRAD_PHASE_BLOCK_BYTES,
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
             PLANE_MIN_PLANES)
 

@@ -546,8 +546,10 @@ class Explanation:
                          "runs as channels-last rows, x and y transposed around them")
         if self.winograd is not None:
             layout = self.winograd.layout
+            phases = len(self.winograd.phases)
             kind = ("F(2x2x2, 3x3x3): 64 products per 2x2x2" if problem.geometry.ndim == 3
-                    else "F(2x2, 3x3): 16 products per 2x2")
+                    else f"F(2x2, 2x2) on each of {phases} stride phase(s): 9 products per "
+                    "2x2" if phases else "F(2x2, 3x3): 16 products per 2x2")
             lines.append(
                 f"  winograd {kind} outputs and input channel, "
                 f"blocks of {layout['tile_rows']} x {layout['tiles']} tiles, input channels "

@@ -13,10 +13,11 @@ cdef extern from "storage.h" nogil:
     double convt_load_double(const void* base, Py_ssize_t index, int storage)
 
 
-# Winograd F(2x2, 3x3) transforms (convt/src/winograd.h).
+# Winograd transforms (convt/src/winograd.h).
 cdef extern from "winograd.h" nogil:
     ctypedef struct convt_winograd_block:
         Py_ssize_t dims
+        Py_ssize_t taps
         Py_ssize_t front
         Py_ssize_t out_front
         Py_ssize_t rows

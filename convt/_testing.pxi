@@ -464,7 +464,8 @@ def _run_winograd(spec):
     """Tests only: the Winograd transforms of family ``spec.family`` ("reference": the
     baseline build of convt/src/winograd.c).  ``spec.stage`` "input": V of ``spec.x``
     (C, [D,] H, W) into ``spec.out`` (points, C, capacity); "output": y of ``spec.m``
-    (points, M, capacity) into ``spec.out`` (M, [OD,] OH, OW).  The block and its
+    (points, M, capacity) into ``spec.out`` (M, [OD,] OH, OW); ``spec.taps`` (3 when
+    absent) picks F(2x2, 2x2) when 2.  The block and its
     output position come from spec (rows, tiles, front, top, left, capacity,
     out_front, out_top, out_left); returns the transform's result flag."""
     cdef Kernels kernels
@@ -480,6 +481,7 @@ def _run_winograd(spec):
         transform_output = kernels.f32.winograd_output
     data = spec.x if spec.stage == "input" else spec.out
     block.dims = data.ndim - 1
+    block.taps = getattr(spec, "taps", 3)
     block.rows, block.tiles, block.capacity = spec.rows, spec.tiles, spec.capacity
     block.front, block.top, block.left = spec.front, spec.top, spec.left
     block.out_front = spec.out_front

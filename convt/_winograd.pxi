@@ -1,5 +1,6 @@
-# Winograd engine for float32 Conv, F(2x2, 3x3) and F(2x2x2, 3x3x3) (stride 1;
-# convt/_winograd.py maps ConvTranspose and dilated layers onto it): each work item
+# Winograd engine for float32 Conv, F(2x2, 3x3), F(2x2x2, 3x3x3) and F(2x2, 2x2)
+# (stride 1; convt/_winograd.py maps ConvTranspose onto it, F(2x2, 2x2) one stride
+# phase of a k4 s2 ConvTranspose per call, on strided views): each work item
 # is one image, group, plane of tiles (3-D), block of tiles and chunk of output
 # channels.
 # It transforms the block's inputs a chunk of input channels at a time
@@ -20,7 +21,8 @@ cdef struct WinogradJob:
                                 # points x out_chunk x capacity
     Py_ssize_t per_thread
     Py_ssize_t dims             # 2 or 3 spatial axes
-    Py_ssize_t points           # transformed values per tile: 16 (2-D) or 64 (3-D)
+    Py_ssize_t taps             # kernel taps per axis: 3, or 2 (2-D only)
+    Py_ssize_t points           # transformed values per tile: (taps + 1) ** dims
     Py_ssize_t n_stride, x_channel, y_n_stride, y_channel   # elements
     convt_winograd_plane x_plane, y_plane
     Py_ssize_t groups, cg, mg
@@ -32,12 +34,19 @@ cdef struct WinogradJob:
     Py_ssize_t capacity, channel_chunk, out_chunk, block
     int* non_finite             # [threads]
     Signals* signals
+    # phased calls (winograd_phases_conv): y's stride phases, each a Conv of x
+    const Py_ssize_t* phase_table   # [phases][4]: first row, first column, pad top, left
+    Py_ssize_t phases, stride_rows, stride_cols
+    Py_ssize_t y_row_stride, y_col_stride
+    Py_ssize_t row_residues, col_residues   # phases: row-major, rows x columns
+    Py_ssize_t local_rows, local_cols   # an item's block of y rows: 2 R x (2 tiles s)
 
 
-cdef void winograd_products(const WinogradJob* job, const float* v, float* m,
-                            Py_ssize_t g, Py_ssize_t m0, Py_ssize_t mc, Py_ssize_t c0,
-                            Py_ssize_t cc, Py_ssize_t used) noexcept nogil:
-    """m[xi][j][t] (+)= sum over c < cc of U[xi][m0 + j][c0 + c] v[xi][c][t]."""
+cdef void winograd_products(const WinogradJob* job, const float* packed, const float* v,
+                            float* m, Py_ssize_t g, Py_ssize_t m0, Py_ssize_t mc,
+                            Py_ssize_t c0, Py_ssize_t cc, Py_ssize_t used) noexcept nogil:
+    """m[xi][j][t] (+)= sum over c < cc of U[xi][m0 + j][c0 + c] v[xi][c][t], U the
+    ``packed`` weights (the job's, or one phase's of them)."""
     cdef const convt_kernels_f32* k = job.kernels
     cdef Py_ssize_t mr = k.mr, nr = k.nr
     cdef Py_ssize_t xi, j, rows, t, cap = job.capacity
@@ -48,7 +57,7 @@ cdef void winograd_products(const WinogradJob* job, const float* v, float* m,
         while j < mc:
             rows = min(mr, mc - j)
             # row block of U: [cg][rows] from the block's first row, at channel c0
-            a = job.packed + ((g * job.points + xi) * job.mg + m0 + j) * job.cg + c0 * rows
+            a = packed + ((g * job.points + xi) * job.mg + m0 + j) * job.cg + c0 * rows
             t = 0
             while t + nr <= used or (t < used and k.half[0] == NULL):  # (capacity: nr x)
                 k.gemm[rows - 1](cc, job.block, a, v + xi * cc * cap + t, job.offsets,
@@ -98,6 +107,7 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
     g = rest % job.groups
     n = rest // job.groups
     block.dims = job.dims
+    block.taps = job.taps
     block.front = 2 * tz - job.pad_front
     block.out_front = 2 * tz
     block.tiles = min(job.tiles, (job.out_width + 1) // 2 - cb * job.tiles)
@@ -114,7 +124,7 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
         cc = min(job.channel_chunk, job.cg - c0)
         bad |= transform_input(&block, &job.x_plane, xg + c0 * job.x_channel, job.x_channel,
                                cc, v)
-        winograd_products(job, v, m, g, m0, mc, c0, cc, used)
+        winograd_products(job, job.packed, v, m, g, m0, mc, c0, cc, used)
         c0 += cc
     bad |= transform_output(
         &block, 2 * rb * job.tile_rows, 2 * cb * job.tiles, &job.y_plane, m, mc,
@@ -126,7 +136,8 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
 
 def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
                   int num_threads):
-    """Fill ``y`` with Conv(x, w, b) by Winograd F(2x2, 3x3) or F(2x2x2, 3x3x3) on
+    """Fill ``y`` with Conv(x, w, b) by Winograd F(2x2, 3x3), F(2x2x2, 3x3x3) or F(2x2,
+    2x2) (``layout["taps"]``: 3 or 2) on
     ``num_threads`` pool threads: x (N, C, [D,] H, W) and y (N, M, [OD,] OH, OW) float32
     arrays of any strides, ``packed`` from convt._winograd.transformed_weights, ``b``
     float32 (M,) or None, ``pads`` the begin pads ([front,] top, left),
@@ -145,9 +156,11 @@ def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
     job.packed = <const float*>data_of(packed)
     job.bias = <const float*>data_of(b)
     job.dims = x.ndim - 2
-    job.points = 16 if job.dims == 2 else 64
-    if job.dims not in (2, 3) or y.ndim != x.ndim or len(pads) != job.dims:
-        raise ValueError("winograd_conv: 2-D or 3-D operands and pads")
+    job.taps = layout.get("taps", 3)
+    job.points = (job.taps + 1) ** job.dims
+    if (job.dims not in (2, 3) or y.ndim != x.ndim or len(pads) != job.dims
+            or job.taps not in (2, 3) or (job.taps == 2 and job.dims != 2)):
+        raise ValueError("winograd_conv: 2-D or 3-D operands and pads, 2 taps in 2-D only")
     job.n_stride, job.x_channel = x.strides[0] // 4, x.strides[1] // 4
     job.y_n_stride, job.y_channel = y.strides[0] // 4, y.strides[1] // 4
     plane_of(x, &job.x_plane)
@@ -188,5 +201,190 @@ def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
     job.signals = &signals
     with nogil:
         convt_run(winograd_task, &job, items, threads)
+    raise_if_stopped(&signals)
+    return not flags.any()
+
+
+cdef void copy_block(const float* block, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t ld,
+                     float* y, Py_ssize_t row_stride, Py_ssize_t col_stride) noexcept nogil:
+    """y[r, c] = block[r * ld + c] for r < rows, c < cols (y's element strides)."""
+    cdef Py_ssize_t r, c
+    for r in range(rows):
+        if col_stride == 1:
+            memcpy(y + r * row_stride, block + r * ld, cols * sizeof(float))
+        else:
+            for c in range(cols):
+                y[r * row_stride + c * col_stride] = block[r * ld + c]
+
+
+cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    """One block of tiles and chunk of output channels of the phases of one output
+    row residue: their outputs, interleaved along the rows, go into the item's block
+    of y rows in the workspace (``local``), which is then copied to y whole, so that
+    y's lines are written once, not once per phase."""
+    cdef const WinogradJob* job = <const WinogradJob*>context
+    cdef Py_ssize_t rest = index, n, g, residue, rb, cb, oc, m0, mc, c0, cc, used, p, c, r
+    cdef Py_ssize_t t_row, t_col, height, width, y_col
+    cdef Py_ssize_t local_size = job.local_rows * job.local_cols
+    cdef convt_winograd_block block
+    cdef convt_winograd_plane local_plane
+    cdef float* v = job.workspace + slot * job.per_thread
+    cdef float* m = v + job.points * job.channel_chunk * job.capacity
+    cdef float* local = m + job.points * job.out_chunk * job.capacity
+    cdef float* y_rows
+    cdef const float* xg
+    cdef const float* weights
+    cdef const Py_ssize_t* phase
+    cdef int bad = 0
+    cdef convt_winograd_in_f32 transform_input = (
+        job.kernels.winograd_input if job.kernels.winograd_input != NULL
+        else convt_winograd_input_f32)
+    cdef convt_winograd_out_f32 transform_output = (
+        job.kernels.winograd_output if job.kernels.winograd_output != NULL
+        else convt_winograd_output_f32)
+    if stopped(job.signals, slot):
+        return
+    oc = rest % job.out_chunks
+    rest //= job.out_chunks
+    cb = rest % job.column_blocks
+    rest //= job.column_blocks
+    rb = rest % job.row_blocks
+    rest //= job.row_blocks
+    residue = rest % job.row_residues
+    rest //= job.row_residues
+    g = rest % job.groups
+    n = rest // job.groups
+    m0 = oc * job.out_chunk
+    mc = min(job.out_chunk, job.mg - m0)
+    t_row = 2 * rb * job.tile_rows  # the block's first output of every phase
+    t_col = 2 * cb * job.tiles
+    # the residue's outputs s t + residue below y's height, in the block
+    height = min(2 * job.tile_rows,
+                 (job.out_height - residue + job.stride_rows - 1) // job.stride_rows - t_row)
+    if height <= 0:
+        return
+    xg = job.x + n * job.n_stride + g * job.cg * job.x_channel
+    block.dims = 2
+    block.taps = job.taps
+    block.front = 0
+    block.out_front = 0
+    block.capacity = job.capacity
+    block.rows = (height + 1) // 2
+    local_plane.depth = 1
+    local_plane.plane_stride = 0
+    local_plane.height = height
+    local_plane.row_stride = job.local_cols
+    local_plane.col_stride = job.stride_cols
+    for p in range(residue * job.col_residues, (residue + 1) * job.col_residues):
+        phase = job.phase_table + 4 * p
+        width = min(2 * job.tiles, (job.out_width - phase[1] + job.stride_cols - 1)
+                    // job.stride_cols - t_col)
+        if width <= 0:
+            continue
+        block.tiles = (width + 1) // 2
+        block.top = t_row - phase[2]
+        block.left = t_col - phase[3]
+        used = block.rows * block.tiles
+        local_plane.width = width
+        weights = job.packed + p * job.groups * job.points * job.mg * job.cg
+        c0 = 0
+        while c0 < job.cg:
+            cc = min(job.channel_chunk, job.cg - c0)
+            bad |= transform_input(&block, &job.x_plane, xg + c0 * job.x_channel,
+                                   job.x_channel, cc, v)
+            winograd_products(job, weights, v, m, g, m0, mc, c0, cc, used)
+            c0 += cc
+        bad |= transform_output(
+            &block, 0, 0, &local_plane, m, mc,
+            job.bias + g * job.mg + m0 if job.bias != NULL else NULL,
+            local + phase[1], local_size)
+    y_col = job.stride_cols * t_col
+    width = min(job.local_cols, job.out_width - y_col)
+    for c in range(mc):
+        y_rows = (job.y + n * job.y_n_stride + (g * job.mg + m0 + c) * job.y_channel
+                  + (job.stride_rows * t_row + residue) * job.y_row_stride
+                  + y_col * job.y_col_stride)
+        copy_block(local + c * local_size, height, width, job.local_cols, y_rows,
+                   job.stride_rows * job.y_row_stride, job.y_col_stride)
+    if bad:
+        job.non_finite[slot] = 1
+
+
+def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_table,
+                         strides, layout, int num_threads):
+    """Fill ``y`` with the ConvTranspose whose stride phases are the Convs of x in
+    ``phase_table`` ((P, 4) intp, row-major over the residues: each phase's first
+    output row and column, and the begin pads (top, left) of its Conv), by Winograd F(2x2, 2x2) on ``num_threads``
+    pool threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides,
+    ``packed`` (P, ...) the phases' weights from convt._winograd.transformed_weights,
+    ``b`` float32 (M,) or None, ``strides`` (rows, columns), ``layout`` the blocking
+    (convt._winograd.plan).  Returns False when a transformed input or an output was
+    not finite (y then holds no defined values), as winograd_conv."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef WinogradJob job
+    cdef Signals signals = signals_for_this_call()
+    cdef Py_ssize_t items, phase_rows, phase_cols
+    cdef int threads = max(1, num_threads)
+    table = np.ascontiguousarray(phase_table, dtype=np.intp)
+    job.kernels = kernels.f32
+    job.x = <const float*>data_of(x)
+    job.y = <float*>data_of(y)
+    job.packed = <const float*>data_of(packed)
+    job.bias = <const float*>data_of(b)
+    job.dims = 2
+    job.taps = 2
+    job.points = 9
+    job.phases = table.shape[0]
+    job.phase_table = <const Py_ssize_t*>data_of(table)
+    job.stride_rows, job.stride_cols = strides
+    if (x.ndim != 4 or y.ndim != 4 or table.ndim != 2 or table.shape[1] != 4
+            or packed.shape[0] != job.phases or len(layout) and layout["taps"] != 2):
+        raise ValueError("winograd_phases_conv: 2-D operands, a (phases, 4) table")
+    job.n_stride, job.x_channel = x.strides[0] // 4, x.strides[1] // 4
+    job.y_n_stride, job.y_channel = y.strides[0] // 4, y.strides[1] // 4
+    job.y_row_stride, job.y_col_stride = y.strides[2] // 4, y.strides[3] // 4
+    plane_of(x, &job.x_plane)
+    job.groups = groups
+    job.cg = x.shape[1] // groups
+    job.mg = y.shape[1] // groups
+    job.out_height, job.out_width = y.shape[2], y.shape[3]
+    job.tile_planes = 1
+    job.tile_rows = layout["tile_rows"]
+    job.tiles = layout["tiles"]
+    job.capacity = layout["capacity"]
+    job.channel_chunk = layout["channel_chunk"]
+    job.out_chunk = layout["out_chunk"]
+    job.block = layout["block"]
+    # the first phase has the most outputs: its tiles set the grid of blocks
+    phase_rows = (job.out_height + job.stride_rows - 1) // job.stride_rows
+    phase_cols = (job.out_width + job.stride_cols - 1) // job.stride_cols
+    job.row_blocks = ((phase_rows + 1) // 2 + job.tile_rows - 1) // job.tile_rows
+    job.column_blocks = ((phase_cols + 1) // 2 + job.tiles - 1) // job.tiles
+    job.out_chunks = (job.mg + job.out_chunk - 1) // job.out_chunk
+    job.row_residues = min(job.stride_rows, job.out_height)
+    job.col_residues = min(job.stride_cols, job.out_width)
+    job.local_rows = 2 * job.tile_rows
+    job.local_cols = 2 * job.tiles * job.stride_cols
+    job.per_thread = (job.points * (job.channel_chunk + job.out_chunk) * job.capacity
+                      + job.out_chunk * job.local_rows * job.local_cols)
+    if (packed.size != job.phases * groups * job.points * job.mg * job.cg
+            or job.phases != job.row_residues * job.col_residues
+            or job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
+            or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
+            or x.dtype != np.float32
+            or y.dtype != np.float32 or packed.dtype != np.float32
+            or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
+        raise ValueError("winograd_phases_conv: inconsistent blocking or operands")
+    items = (x.shape[0] * groups * job.row_residues * job.row_blocks * job.column_blocks
+             * job.out_chunks)
+    workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
+    offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
+    flags = np.zeros(threads, dtype=np.intc)
+    job.workspace = <float*>data_of(workspace)
+    job.offsets = <const Py_ssize_t*>data_of(offsets)
+    job.non_finite = <int*>data_of(flags)
+    job.signals = &signals
+    with nogil:
+        convt_run(winograd_phases_task, &job, items, threads)
     raise_if_stopped(&signals)
     return not flags.any()

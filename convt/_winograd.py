@@ -1,6 +1,8 @@
 """Winograd for float32 layers: F(2x2, 3x3) for 2-D Conv and stride-1 ConvTranspose
-(the Conv with the flipped kernel), F(2x2x2, 3x3x3) for 3-D Conv: blocking,
-transformed weights, the call.
+(the Conv with the flipped kernel), F(2x2x2, 3x3x3) for 3-D Conv, and F(2x2, 2x2)
+for 2-D ConvTranspose whose kernel is twice its stride (k4 s2, k2 s1, k8 s4): each
+stride phase of its output is a 2x2 Conv of x (see :func:`phases_of`), run on a
+strided view of y: blocking, transformed weights, the call.
 
 The rule that picks it is :func:`convt._dispatch.winograd_route`; the transforms
 are convt/src/winograd_body.h (compiled per kernel set) and the driver
@@ -26,6 +28,41 @@ from ._compiled import load
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 KRON_G = np.kron(G, G)  # U[4 i + j] = sum over k, l of G[i, k] G[j, l] g[3 k + l]
 KRON_G3 = np.kron(G, KRON_G)  # the same along three axes: 64 x 27
+# G of F(2x2, 2x2): U = G g G^T for each 2x2 kernel g (exact in float64).
+G2 = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+KRON_G2 = np.kron(G2, G2)  # 9 x 4
+KRONS = {4: KRON_G2, 9: KRON_G, 27: KRON_G3}  # by taps per kernel
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stride phase of a ConvTranspose whose kernel is twice its stride, as the
+    2x2 Conv of x that computes it: its outputs are y[..., first[0]::s, first[1]::s]."""
+
+    first: tuple         # (row, column) of its first output
+    taps: tuple          # per axis, the kernel indices it reads, in the Conv's order
+    pads: tuple          # the Conv's begin pads (top, left); negative: it starts inside x
+
+
+def phases_of(geometry):
+    """The Phases of a 2-D ConvTranspose with kernel 2 s, dilation 1 (stride s per
+    axis) that have outputs.
+
+    Output o = s t + r reads the inputs i with o = s i + k - pad: the taps k that
+    leave ``r + pad - k`` a multiple of s, k0 = (r + pad) mod s and k0 + s, at
+    i = t + c and t + c - 1 (c = (r + pad) // s).  As a Conv, the phase reads x from
+    t - (1 - c) with the kernel (w[k0 + s], w[k0]).
+    """
+    per_axis = []
+    for size, stride, pad in zip(geometry.output_shape, geometry.strides,
+                                 geometry.pads_begin):
+        axis = []
+        for residue in range(min(stride, size)):
+            c, k0 = divmod(residue + pad, stride)
+            axis.append((residue, (k0 + stride, k0), 1 - c))
+        per_axis.append(axis)
+    return tuple(Phase((row[0], col[0]), (row[1], col[1]), (row[2], col[2]))
+                 for row in per_axis[0] for col in per_axis[1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,18 +73,24 @@ class WinogradRun:
     family: str          # kernel set of the products' GEMM micro-kernels
     transpose: bool      # a ConvTranspose: the Conv with the flipped kernel
     mr: int              # its rows per block: the packing's row blocks
-    layout: dict         # tile_rows, tiles, capacity, channel_chunk, out_chunk, block
+    layout: dict         # taps, tile_rows, tiles, capacity, channel_chunk, out_chunk, block
     work_items: int
     multiply_adds: int   # the GEMM's, for the thread count
+    phases: tuple = ()   # F(2x2, 2x2): the ConvTranspose's stride phases, one call each
+    strides: tuple = ()  # and its strides
 
 
 def plan(problem, decision):
     """The WinogradRun of a problem that winograd_route accepts."""
     family, mr, nr = decision.kernel_set, decision.blocking.mr, decision.blocking.nr
-    grid = _dispatch.winograd_tiles(problem.geometry)
+    geometry = problem.geometry
+    phases = phases_of(geometry) if _dispatch.winograd_phased(problem) else ()
+    taps = 2 if phases else 3
+    # phases: the first phase's outputs, the most; its blocking fits the others
+    grid = _dispatch.winograd_tiles(geometry, geometry.strides if phases else None)
     out_rows, out_cols = grid[-2:]
     tile_planes = grid[0] if len(grid) == 3 else 1
-    points = 4 ** len(grid)
+    points = (taps + 1) ** len(grid)
     tiles = min(out_cols, _dispatch.WINOGRAD_TILES)
     tile_rows = max(1, min(out_rows, _dispatch.WINOGRAD_TILES // tiles))
     shrink = 2 if len(grid) == 3 else 1  # 3-D: 64 values per tile, half the channels
@@ -59,29 +102,38 @@ def plan(problem, decision):
         tile_rows = -(-tile_rows // 2)  # a small map: blocks for every core
     panel = nr // 2 if decision.half_panels else nr  # the narrowest kernel call
     capacity = -(-tile_rows * tiles // panel) * panel
+    if phases:  # an item also holds its block of y rows (a row residue's phases)
+        block_bytes = 4 * geometry.strides[-1] * 4 * tile_rows * tiles
+        chunks = max(chunks, -(-problem.mg // max(mr, _dispatch.WINOGRAD_PHASE_BLOCK_BYTES
+                                                   // block_bytes)))
     out_chunk = min(problem.mg, -(-(-(-problem.mg // chunks)) // mr) * mr)  # equal chunks
     cg = problem.cg
-    block = (_dispatch.WINOGRAD_TRANSPOSE_SUM_BLOCK if problem.transpose
+    block = (_dispatch.WINOGRAD_PHASE_SUM_BLOCK if phases
+             else _dispatch.WINOGRAD_TRANSPOSE_SUM_BLOCK if problem.transpose
              else _dispatch.SUM_BLOCK_SHALLOW if cg <= _dispatch.SUM_BLOCK_SPLIT
              else _dispatch.SUM_BLOCK_DEEP)
-    layout = dict(tile_rows=tile_rows, tiles=tiles, capacity=capacity,
+    layout = dict(taps=taps, tile_rows=tile_rows, tiles=tiles, capacity=capacity,
                   channel_chunk=min(cg, channel_chunk),
                   out_chunk=out_chunk, block=block)
     items = (problem.batch * problem.group * tile_planes * -(-out_rows // tile_rows)
-             * -(-out_cols // tiles) * -(-problem.mg // out_chunk))
-    work = points * problem.batch * problem.group * problem.cg * problem.mg * math.prod(grid)
-    return WinogradRun(family, problem.transpose, mr, layout, items, work)
+             * -(-out_cols // tiles) * -(-problem.mg // out_chunk)
+             * (min(geometry.strides[0], geometry.output_shape[0]) if phases else 1))
+    work = (max(1, len(phases)) * points * problem.batch * problem.group * problem.cg
+            * problem.mg * math.prod(grid))
+    return WinogradRun(family, problem.transpose, mr, layout, items, work, phases,
+                       tuple(geometry.strides) if phases else ())
 
 
 def transformed_weights(w, group, mr):
     """U = G g G^T (3-D: G along each of the three axes) of Conv weights ``w`` (M,
-    C/group, 3, 3[, 3]), packed as the driver reads them: per group and point (4 i + j;
-    16 i + 4 j + k), the group's output channels in row blocks of ``mr``, each block
-    [C/group][rows].  One float64 matrix product by the Kronecker product of the G's
-    gives the values point-major, so the packing moves whole row blocks."""
+    C/group, 3, 3[, 3] or 2, 2), packed as the driver reads them: per group and point
+    (4 i + j; 16 i + 4 j + k; 3 i + j for 2x2 kernels), the group's output channels
+    in row blocks of ``mr``, each block [C/group][rows].  One float64 matrix product
+    by the Kronecker product of the G's gives the values point-major, so the packing
+    moves whole row blocks."""
     m_total, cg = w.shape[:2]
     mg = m_total // group
-    kron = KRON_G if w.ndim == 4 else KRON_G3
+    kron = KRONS[math.prod(w.shape[2:])]
     points, size = kron.shape
     taps = np.ascontiguousarray(w.reshape(m_total * cg, size).T, dtype=np.float64)
     u = (kron @ taps).astype(np.float32).reshape(points, group, mg, cg).swapaxes(0, 1)
@@ -104,6 +156,16 @@ def conv_weights(w, group):
     return flipped.reshape((group * mg, cg) + w.shape[2:])
 
 
+def phase_weights(w, group, phase):
+    """The Conv weights (M, C/group, 2, 2) of ConvTranspose weights ``w`` (C,
+    M/group, kH, kW) for one Phase: its taps, each group's channel axes swapped."""
+    channels, mg = w.shape[:2]
+    rows, cols = phase.taps
+    taps = w[:, :, list(rows)][:, :, :, list(cols)]
+    grouped = taps.reshape((group, channels // group, mg, 2, 2)).swapaxes(1, 2)
+    return grouped.reshape((group * mg, channels // group, 2, 2))
+
+
 @dataclass
 class _Weights:
     """What convt._weight_cache reads of a call's arrays."""
@@ -121,7 +183,12 @@ def packed_weights(run, w, group, threads):
         return packed
     if not np.isfinite(w).all():
         return None
-    packed = transformed_weights(conv_weights(w, group) if run.transpose else w, group, run.mr)
+    if run.phases:  # per phase, stacked
+        packed = np.stack([transformed_weights(phase_weights(w, group, phase), group, run.mr)
+                           for phase in run.phases])
+    else:
+        packed = transformed_weights(conv_weights(w, group) if run.transpose else w, group,
+                                     run.mr)
     if dense is not None:
         _weight_cache.store(run, arrays, dense, True, packed)
     return packed
@@ -135,6 +202,10 @@ def run(winograd, x, w, b, y, geometry, group, threads):
         return False
     bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
     drive = load().winograd_conv
+    if winograd.phases:
+        table = [phase.first + phase.pads for phase in winograd.phases]
+        return load().winograd_phases_conv(winograd.family, x, packed, bias, y, group, table,
+                                           winograd.strides, winograd.layout, threads)
     pads = tuple(geometry.pads_begin)
     if winograd.transpose:  # output o reads input o + pad - k: a Conv padded by 2 - pad
         pads = tuple(2 - pad for pad in pads)

@@ -1,4 +1,5 @@
-/* Winograd F(2x2, 3x3) and F(2x2x2, 3x3x3) transforms for float32 Conv (stride 1).
+/* Winograd F(2x2, 3x3), F(2x2x2, 3x3x3) and F(2x2, 2x2) transforms for float32 Conv
+ * (stride 1).
  * In 3-D the same matrices apply along each of the three axes: 4x4x4 patches,
  * 64 transformed values per tile of 2x2x2 outputs (216 products before).
  *
@@ -14,6 +15,13 @@
  * instead of 9 C taps, so float32 errors stay below direct engines' that sum
  * the whole reduction in one run (see convt/_dispatch.py).
  *
+ * F(2x2, 2x2) (`taps` 2, 2-D only) serves the stride phases of a ConvTranspose
+ * whose kernel is twice its stride (k4 s2): each phase is a 2x2 correlation.  A
+ * tile's 3x3 patch gives 9 transformed inputs and products (16 before), with
+ *     B^T = [1 -1 0; 0 1 0; 0 -1 1],  A^T = [1 1 0; 0 1 1],  G = [1 0; 1 1; 0 1],
+ * so that y0 = (d0 - d1) g0 + d1 (g0 + g1) = d0 g0 + d1 g1 reads exactly the
+ * inputs of its direct sum, as in F(2x2, 3x3).
+ *
  * A block is R tile rows x `tiles` tile columns of one image; tile t = r *
  * tiles + column.  Buffers hold `capacity` tiles per (xi, channel) row, the
  * columns from R * tiles on zero.
@@ -27,7 +35,8 @@
 #define CONVT_WINOGRAD_MAX_TILES 128
 
 typedef struct convt_winograd_block {
-    ptrdiff_t dims;          /* 2: F(2x2, 3x3); 3: F(2x2x2, 3x3x3), one plane of tiles */
+    ptrdiff_t dims;          /* 2: F(2x2, taps); 3: F(2x2x2, 3x3x3), one plane of tiles */
+    ptrdiff_t taps;          /* kernel taps per axis: 3, or 2 (2-D only) */
     ptrdiff_t front;         /* 3-D: first input plane of the tiles' patches (may be < 0) */
     ptrdiff_t out_front;     /* 3-D: first output plane of the tiles */
     ptrdiff_t rows;          /* R: tile rows */

@@ -1,4 +1,4 @@
-/* The Winograd F(2x2, 3x3) and F(2x2x2, 3x3x3) transforms of winograd.h, included by each file that
+/* The Winograd F(2x2, 3x3), F(2x2x2, 3x3x3) and F(2x2, 2x2) transforms of winograd.h, included by each file that
  * compiles them for a CPU family, with WINOGRAD_NAME(part) naming its functions and
  * WINOGRAD_TARGET its target attribute (empty for the portable build): plain C
  * written so that compilers vectorise every inner loop for that target (no
@@ -120,12 +120,128 @@ static WINOGRAD_TARGET void WINOGRAD_NAME(patches)(const convt_winograd_block *b
     }
 }
 
+/* F(2x2, 2x2), B^T = [1 -1 0; 0 1 0; 0 -1 1] across the rows a, b, c of `count`
+ * values: u = a - b and w = c - b (the middle row is b itself). */
+static WINOGRAD_TARGET void WINOGRAD_NAME(rows2)(const float *a, const float *b,
+                                                 const float *c, ptrdiff_t count, float *u,
+                                                 float *w)
+{
+    ptrdiff_t q;
+    for (q = 0; q < count; ++q) {
+        u[q] = a[q] - b[q];
+        w[q] = c[q] - b[q];
+    }
+}
+
+/* F(2x2, 2x2): B^T across each tile's three columns 2 t .. 2 t + 2 of row u, into
+ * rows v, v + stride, v + 2 stride at t < tiles. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(columns2)(const float *u, float *v, ptrdiff_t stride,
+                                                    ptrdiff_t tiles)
+{
+    float *v0 = v, *v1 = v0 + stride, *v2 = v1 + stride;
+    ptrdiff_t t;
+    for (t = 0; t < tiles; ++t) {
+        const float d0 = u[2 * t], d1 = u[2 * t + 1], d2 = u[2 * t + 2];
+        v0[t] = d0 - d1;
+        v1[t] = d1;
+        v2[t] = d2 - d1;
+    }
+}
+
+/* F(2x2, 2x2): V of one tile from its 3x3 patch e (rows, then columns, as above). */
+static WINOGRAD_TARGET void WINOGRAD_NAME(tile2)(const float e[3][3], float *v,
+                                                 ptrdiff_t stride)
+{
+    float u[3], w[3];
+    WINOGRAD_NAME(rows2)(e[0], e[1], e[2], 3, u, w);
+    WINOGRAD_NAME(columns2)(u, v, stride, 1);
+    WINOGRAD_NAME(columns2)(e[1], v + 3 * stride, stride, 1);
+    WINOGRAD_NAME(columns2)(w, v + 6 * stride, stride, 1);
+}
+
+/* F(2x2, 2x2): V of every tile's 3x3 patch; V[3 j + k].  Tiles whose patch lies
+ * inside the plane's columns read x's rows in place; the others (at most one at
+ * each end) read a zero-padded copy of their patch, as do all of a plane whose
+ * columns are not contiguous. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(patches2)(const convt_winograd_block *block,
+                                                    const convt_winograd_plane *plane,
+                                                    const float *x, ptrdiff_t x_channel,
+                                                    ptrdiff_t channels, float *v)
+{
+    enum { MAX_COLUMNS = 2 * CONVT_WINOGRAD_MAX_TILES + 1 };
+    const ptrdiff_t tiles = block->tiles, count = 2 * tiles + 1, left = block->left;
+    const ptrdiff_t used = block->rows * tiles, capacity = block->capacity;
+    const ptrdiff_t xi_stride = channels * capacity;
+    const int contiguous = plane->col_stride == 1;
+    /* tiles [first, last) read columns left + 2 t .. left + 2 t + 2, all inside */
+    ptrdiff_t first = left < 0 ? (1 - left) / 2 : 0;
+    ptrdiff_t last = plane->width - 1 - left >= 0 ? (plane->width - 1 - left) / 2 : 0;
+    float zeros[MAX_COLUMNS], d[3][MAX_COLUMNS], u[MAX_COLUMNS], w[MAX_COLUMNS], e[3][3];
+    ptrdiff_t c, r, j, t;
+    if (!contiguous) {  /* copies: every tile reads them */
+        first = 0;
+        last = tiles;
+    }
+    if (last > tiles) last = tiles;
+    if (first > last) first = last;
+    memset(zeros, 0, sizeof zeros);
+    for (c = 0; c < channels; ++c) {
+        const float *xc = x + c * x_channel;
+        float *vc = v + c * capacity;
+        for (r = 0; r < block->rows; ++r) {
+            const float *rows[3];  /* each from column left (+ 2 first) on */
+            const ptrdiff_t offset = contiguous ? left + 2 * first : 0;
+            float *vr = vc + r * tiles;
+            for (j = 0; j < 3; ++j) {
+                const ptrdiff_t iy = block->top + 2 * r + j;
+                if (iy < 0 || iy >= plane->height) {
+                    rows[j] = zeros;
+                } else if (contiguous) {
+                    rows[j] = xc + iy * plane->row_stride + offset;
+                } else {
+                    WINOGRAD_NAME(patch_row)(plane, xc, iy, left, count, d[j]);
+                    rows[j] = d[j];
+                }
+            }
+            if (last > first) {
+                const ptrdiff_t columns = 2 * (last - first) + 1;
+                WINOGRAD_NAME(rows2)(rows[0], rows[1], rows[2], columns, u, w);
+                WINOGRAD_NAME(columns2)(u, vr + first, xi_stride, last - first);
+                WINOGRAD_NAME(columns2)(rows[1], vr + first + 3 * xi_stride, xi_stride,
+                                        last - first);
+                WINOGRAD_NAME(columns2)(w, vr + first + 6 * xi_stride, xi_stride,
+                                        last - first);
+            }
+            for (t = 0; t < tiles; ++t) {  /* the edge tiles: their patches zero-padded */
+                if (t == first) t = last;
+                if (t >= tiles) break;
+                for (j = 0; j < 3; ++j) {
+                    const ptrdiff_t iy = block->top + 2 * r + j;
+                    ptrdiff_t k;
+                    for (k = 0; k < 3; ++k) {
+                        const ptrdiff_t ix = left + 2 * t + k;
+                        e[j][k] = iy >= 0 && iy < plane->height && ix >= 0 && ix < plane->width
+                            ? xc[iy * plane->row_stride + ix] : 0.0f;
+                    }
+                }
+                WINOGRAD_NAME(tile2)((const float (*)[3])e, vr + t, xi_stride);
+            }
+        }
+        for (j = 0; j < 9; ++j)  /* the panels' padding columns */
+            for (t = used; t < capacity; ++t)
+                vc[j * xi_stride + t] = 0.0f;
+    }
+}
+
 WINOGRAD_TARGET int WINOGRAD_NAME(input_f32)(const convt_winograd_block *block,
                                              const convt_winograd_plane *plane,
                                              const float *x, ptrdiff_t x_channel,
                                              ptrdiff_t channels, float *v)
 {
-    WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
+    if (block->taps == 2)
+        WINOGRAD_NAME(patches2)(block, plane, x, x_channel, channels, v);
+    else
+        WINOGRAD_NAME(patches)(block, plane, x, x_channel, channels, v);
     return 0;  /* see winograd.h: the output transform notices non-finite inputs */
 }
 
@@ -166,6 +282,25 @@ static WINOGRAD_TARGET void WINOGRAD_NAME(combine)(const float *s, ptrdiff_t str
         o[1][t] = (float)(q0 + q1 + q2 + add);
         o[2][t] = (float)(p1 - p2 - p3 + add);
         o[3][t] = (float)(q1 - q2 - q3 + add);
+    }
+}
+
+/* F(2x2, 2x2): combine's outputs from the 9 products, A^T = [1 1 0; 0 1 1]. */
+static WINOGRAD_TARGET void WINOGRAD_NAME(combine2)(const float *s, ptrdiff_t stride,
+                                                     ptrdiff_t tiles, double add,
+                                                     float o[4][CONVT_WINOGRAD_MAX_TILES])
+{
+    ptrdiff_t t;
+    for (t = 0; t < tiles; ++t) {
+#define M_(k) ((double)s[(k) * stride + t])
+        const double p0 = M_(0) + M_(1), q0 = M_(1) + M_(2);
+        const double p1 = M_(3) + M_(4), q1 = M_(4) + M_(5);
+        const double p2 = M_(6) + M_(7), q2 = M_(7) + M_(8);
+#undef M_
+        o[0][t] = (float)(p0 + p1 + add);
+        o[1][t] = (float)(q0 + q1 + add);
+        o[2][t] = (float)(p1 + p2 + add);
+        o[3][t] = (float)(q1 + q2 + add);
     }
 }
 
@@ -264,7 +399,10 @@ WINOGRAD_TARGET int WINOGRAD_NAME(output_f32)(const convt_winograd_block *block,
                         plane, yc + (block->out_front + z) * plane->plane_stride, oy,
                         out_left, tiles, o + 4 * z));
             } else {
-                WINOGRAD_NAME(combine)(s, xi_stride, tiles, add, o);
+                if (block->taps == 2)
+                    WINOGRAD_NAME(combine2)(s, xi_stride, tiles, add, o);
+                else
+                    WINOGRAD_NAME(combine)(s, xi_stride, tiles, add, o);
                 largest = WINOGRAD_NAME(larger)(largest, WINOGRAD_NAME(write_rows)(
                     plane, yc, oy, out_left, tiles, o));
             }
