@@ -297,6 +297,37 @@ def tune_sum_blocks(args):
                values, layers)
 
 
+def tune_winograd_phases(args):
+    """Winograd F(2x2, 2x2) on the stride phases of k4 s2 layers against the GEMM engine:
+    WINOGRAD_PHASE_MIN_CHANNELS and WINOGRAD_PHASE_MIN_WORK (in-process medians, the
+    same call in a loop: its transformed weights stay in the caches)."""
+    k4s2 = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    layers = [
+        Layer((1, 256, 64, 64), (256, 128, 4, 4), **k4s2),
+        Layer((1, 64, 128, 128), (64, 64, 4, 4), **k4s2),
+        Layer((1, 128, 32, 32), (128, 128, 4, 4), **k4s2),
+        Layer((1, 64, 64, 64), (64, 64, 4, 4), **k4s2),
+        Layer((4, 128, 32, 32), (128, 64, 4, 4), **k4s2),
+        Layer((1, 256, 16, 16), (256, 128, 4, 4), **k4s2),
+        Layer((1, 512, 8, 8), (512, 256, 4, 4), **k4s2),
+        Layer((1, 32, 64, 64), (32, 32, 4, 4), **k4s2),
+        Layer((1, 64, 128, 128), (64, 32, 4, 4), **k4s2),
+    ]
+    rows = []
+    with constant("WINOGRAD_PHASE_MIN_WORK", 0), constant("WINOGRAD_PHASE_MIN_CHANNELS", 1):
+        for layer in layers:
+            work = layer.work * math.prod(layer.x.shape[2:]) * layer.x.shape[0]
+            winograd = layer.time(args.threads, args.repeat)
+            gemm = layer.time(args.threads, args.repeat, engine="gemm")
+            rows.append((layer.label, f"2^{math.log2(work):.1f}", f"{winograd * 1e3:.3f}",
+                         f"{gemm * 1e3:.3f}", f"{gemm / winograd:.2f}"))
+    report("WINOGRAD_PHASE_MIN_WORK / _MIN_CHANNELS: F(2x2, 2x2) phases vs GEMM engine", rows,
+           ["layer", "multiply-adds", "winograd ms", "gemm ms", "gemm/winograd"])
+    print(f"   now: from {_dispatch.WINOGRAD_PHASE_MIN_CHANNELS} channels and "
+          f"2^{math.log2(_dispatch.WINOGRAD_PHASE_MIN_WORK):.0f} multiply-adds; choose the "
+          f"smallest of each above which gemm/winograd stays above 1")
+
+
 def tune_threads(args):
     """Multiply-adds per thread before another thread is woken."""
     rows = []
@@ -356,6 +387,7 @@ TUNERS = {
     "pack": tune_pack_min_blocks,
     "sum": tune_sum_blocks,
     "threads": tune_threads,
+    "winograd": tune_winograd_phases,
 }
 
 

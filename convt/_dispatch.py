@@ -376,8 +376,11 @@ def winograd_route(problem, decision):
     (residues of at most 81 tiles, the input read and the output written with stride 2)."""
     geometry = problem.geometry
     ones = (1,) * geometry.ndim
-    if winograd_phased(problem):
-        return (problem.dtype == np.float32 and decision.engine == "gemm"
+    if winograd_phased(problem):  # narrow types widened on the way in, rounded once out
+        narrow = problem.dtype.name in NARROW
+        return ((problem.dtype == np.float32 or narrow and problem.x_spatially_contiguous
+                 and problem.y_rows_contiguous)
+                and decision.engine == "gemm"
                 and decision.kernel_set != "blas"
                 and min(problem.cg, problem.mg) >= WINOGRAD_PHASE_MIN_CHANNELS
                 and math.prod(winograd_tiles(geometry, geometry.strides)) >= WINOGRAD_MIN_TILES

@@ -10,6 +10,10 @@
 # on the thread count, so results are bitwise identical for every num_threads.
 
 
+# the element types the phased driver reads and writes (winograd_phases_conv)
+STORAGE_TYPES = {"float32": CONVT_F32, "float16": CONVT_F16, "bfloat16": CONVT_BF16}
+
+
 cdef struct WinogradJob:
     const float* x
     float* y
@@ -39,6 +43,8 @@ cdef struct WinogradJob:
     Py_ssize_t phases, stride_rows, stride_cols
     Py_ssize_t y_row_stride, y_col_stride
     Py_ssize_t row_residues, col_residues   # phases: row-major, rows x columns
+    int storage                 # x's and y's element type (CONVT_F16, _BF16 or _F32)
+    Py_ssize_t slab             # narrow x: floats per thread for a patch window's copy
     Py_ssize_t local_rows, local_cols   # an item's block of y rows: 2 R x (2 tiles s)
 
 
@@ -71,12 +77,14 @@ cdef void winograd_products(const WinogradJob* job, const float* packed, const f
 
 
 cdef plane_of(array, convt_winograd_plane* plane):
-    """The spatial extents and element strides of an (N, C, [D,] H, W) float32 array."""
+    """The spatial extents and element strides of an (N, C, [D,] H, W) array."""
     cdef int last = array.ndim - 1
+    cdef Py_ssize_t size = array.itemsize
     plane.height, plane.width = array.shape[last - 1], array.shape[last]
-    plane.row_stride, plane.col_stride = array.strides[last - 1] // 4, array.strides[last] // 4
+    plane.row_stride = array.strides[last - 1] // size
+    plane.col_stride = array.strides[last] // size
     plane.depth = array.shape[2] if array.ndim == 5 else 1
-    plane.plane_stride = array.strides[2] // 4 if array.ndim == 5 else 0
+    plane.plane_stride = array.strides[2] // size if array.ndim == 5 else 0
 
 
 cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -205,16 +213,48 @@ def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
     return not flags.any()
 
 
-cdef void copy_block(const float* block, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t ld,
-                     float* y, Py_ssize_t row_stride, Py_ssize_t col_stride) noexcept nogil:
-    """y[r, c] = block[r * ld + c] for r < rows, c < cols (y's element strides)."""
+cdef void copy_block(const WinogradJob* job, const float* block, Py_ssize_t rows,
+                     Py_ssize_t cols, Py_ssize_t ld, char* y, Py_ssize_t row_stride,
+                     Py_ssize_t col_stride) noexcept nogil:
+    """y[r, c] = block[r * ld + c] for r < rows, c < cols (y's element strides),
+    rounded once to a narrow y (whose columns are then contiguous)."""
     cdef Py_ssize_t r, c
+    cdef float* out
     for r in range(rows):
-        if col_stride == 1:
-            memcpy(y + r * row_stride, block + r * ld, cols * sizeof(float))
+        if job.storage != CONVT_F32:
+            job.kernels.store[job.storage](y + r * row_stride * convt_itemsize(job.storage),
+                                           block + r * ld, cols, 0.0)
+        elif col_stride == 1:
+            memcpy(y + r * row_stride * sizeof(float), block + r * ld, cols * sizeof(float))
         else:
+            out = <float*>y + r * row_stride
             for c in range(cols):
-                y[r * row_stride + c * col_stride] = block[r * ld + c]
+                out[c * col_stride] = block[r * ld + c]
+
+
+cdef const float* window_copy(const WinogradJob* job, const char* x, Py_ssize_t channels,
+                              convt_winograd_block* block, convt_winograd_plane* plane,
+                              float* slab) noexcept nogil:
+    """The part of ``block``'s patches inside narrow x's plane, widened into ``slab``
+    (``channels`` planes of it, each ``plane`` as it returns: contiguous rows of the
+    window's columns); ``block``'s top and left move to the slab's coordinates."""
+    cdef Py_ssize_t size = convt_itemsize(job.storage)
+    cdef Py_ssize_t top = max(block.top, 0), left = max(block.left, 0)
+    cdef Py_ssize_t bottom = min(block.top + 2 * block.rows + block.taps - 1, job.x_plane.height)
+    cdef Py_ssize_t right = min(block.left + 2 * block.tiles + block.taps - 1, job.x_plane.width)
+    cdef Py_ssize_t c, r
+    plane.depth, plane.plane_stride, plane.col_stride = 1, 0, 1
+    plane.height, plane.width = max(bottom - top, 0), max(right - left, 0)
+    plane.row_stride = plane.width
+    for c in range(channels):
+        for r in range(plane.height):
+            job.kernels.load[job.storage](
+                slab + (c * plane.height + r) * plane.width,
+                x + (c * job.x_channel + (top + r) * job.x_plane.row_stride + left) * size,
+                plane.width)
+    block.top -= top
+    block.left -= left
+    return slab
 
 
 cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -231,9 +271,14 @@ cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexce
     cdef float* v = job.workspace + slot * job.per_thread
     cdef float* m = v + job.points * job.channel_chunk * job.capacity
     cdef float* local = m + job.points * job.out_chunk * job.capacity
-    cdef float* y_rows
-    cdef const float* xg
+    cdef float* slab = local + job.out_chunk * local_size
+    cdef char* y_rows
+    cdef const char* xg
     cdef const float* weights
+    cdef const float* xc
+    cdef convt_winograd_plane x_plane
+    cdef convt_winograd_block window
+    cdef Py_ssize_t item_size = convt_itemsize(job.storage)
     cdef const Py_ssize_t* phase
     cdef int bad = 0
     cdef convt_winograd_in_f32 transform_input = (
@@ -263,7 +308,7 @@ cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexce
                  (job.out_height - residue + job.stride_rows - 1) // job.stride_rows - t_row)
     if height <= 0:
         return
-    xg = job.x + n * job.n_stride + g * job.cg * job.x_channel
+    xg = <const char*>job.x + (n * job.n_stride + g * job.cg * job.x_channel) * item_size
     block.dims = 2
     block.taps = job.taps
     block.front = 0
@@ -290,8 +335,16 @@ cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexce
         c0 = 0
         while c0 < job.cg:
             cc = min(job.channel_chunk, job.cg - c0)
-            bad |= transform_input(&block, &job.x_plane, xg + c0 * job.x_channel,
-                                   job.x_channel, cc, v)
+            if job.storage == CONVT_F32:
+                bad |= transform_input(&block, &job.x_plane,
+                                       <const float*>xg + c0 * job.x_channel,
+                                       job.x_channel, cc, v)
+            else:
+                window = block
+                xc = window_copy(job, xg + c0 * job.x_channel * item_size, cc, &window,
+                                 &x_plane, slab)
+                bad |= transform_input(&window, &x_plane, xc, x_plane.height * x_plane.width,
+                                       cc, v)
             winograd_products(job, weights, v, m, g, m0, mc, c0, cc, used)
             c0 += cc
         bad |= transform_output(
@@ -301,10 +354,10 @@ cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexce
     y_col = job.stride_cols * t_col
     width = min(job.local_cols, job.out_width - y_col)
     for c in range(mc):
-        y_rows = (job.y + n * job.y_n_stride + (g * job.mg + m0 + c) * job.y_channel
-                  + (job.stride_rows * t_row + residue) * job.y_row_stride
-                  + y_col * job.y_col_stride)
-        copy_block(local + c * local_size, height, width, job.local_cols, y_rows,
+        y_rows = <char*>job.y + item_size * (
+            n * job.y_n_stride + (g * job.mg + m0 + c) * job.y_channel
+            + (job.stride_rows * t_row + residue) * job.y_row_stride + y_col * job.y_col_stride)
+        copy_block(job, local + c * local_size, height, width, job.local_cols, y_rows,
                    job.stride_rows * job.y_row_stride, job.y_col_stride)
     if bad:
         job.non_finite[slot] = 1
@@ -315,7 +368,8 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
     """Fill ``y`` with the ConvTranspose whose stride phases are the Convs of x in
     ``phase_table`` ((P, 4) intp, row-major over the residues: each phase's first
     output row and column, and the begin pads (top, left) of its Conv), by Winograd F(2x2, 2x2) on ``num_threads``
-    pool threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides,
+    pool threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides
+    (float16 or bfloat16: columns contiguous; computed in float32, rounded once),
     ``packed`` (P, ...) the phases' weights from convt._winograd.transformed_weights,
     ``b`` float32 (M,) or None, ``strides`` (rows, columns), ``layout`` the blocking
     (convt._winograd.plan).  Returns False when a transformed input or an output was
@@ -323,7 +377,7 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
     cdef Kernels kernels = kernels_named(family)
     cdef WinogradJob job
     cdef Signals signals = signals_for_this_call()
-    cdef Py_ssize_t items, phase_rows, phase_cols
+    cdef Py_ssize_t items, phase_rows, phase_cols, size
     cdef int threads = max(1, num_threads)
     table = np.ascontiguousarray(phase_table, dtype=np.intp)
     job.kernels = kernels.f32
@@ -340,9 +394,11 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
     if (x.ndim != 4 or y.ndim != 4 or table.ndim != 2 or table.shape[1] != 4
             or packed.shape[0] != job.phases or len(layout) and layout["taps"] != 2):
         raise ValueError("winograd_phases_conv: 2-D operands, a (phases, 4) table")
-    job.n_stride, job.x_channel = x.strides[0] // 4, x.strides[1] // 4
-    job.y_n_stride, job.y_channel = y.strides[0] // 4, y.strides[1] // 4
-    job.y_row_stride, job.y_col_stride = y.strides[2] // 4, y.strides[3] // 4
+    job.storage = STORAGE_TYPES.get(x.dtype.name, -1)
+    size = x.itemsize
+    job.n_stride, job.x_channel = x.strides[0] // size, x.strides[1] // size
+    job.y_n_stride, job.y_channel = y.strides[0] // size, y.strides[1] // size
+    job.y_row_stride, job.y_col_stride = y.strides[2] // size, y.strides[3] // size
     plane_of(x, &job.x_plane)
     job.groups = groups
     job.cg = x.shape[1] // groups
@@ -365,14 +421,16 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
     job.col_residues = min(job.stride_cols, job.out_width)
     job.local_rows = 2 * job.tile_rows
     job.local_cols = 2 * job.tiles * job.stride_cols
+    job.slab = 0 if job.storage == CONVT_F32 else job.channel_chunk * (
+        (2 * job.tile_rows + 1) * (2 * job.tiles + 1))
     job.per_thread = (job.points * (job.channel_chunk + job.out_chunk) * job.capacity
-                      + job.out_chunk * job.local_rows * job.local_cols)
+                      + job.out_chunk * job.local_rows * job.local_cols + job.slab)
     if (packed.size != job.phases * groups * job.points * job.mg * job.cg
             or job.phases != job.row_residues * job.col_residues
             or job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
             or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
-            or x.dtype != np.float32
-            or y.dtype != np.float32 or packed.dtype != np.float32
+            or job.storage < 0 or y.dtype != x.dtype or packed.dtype != np.float32
+            or (job.storage != CONVT_F32 and (x.strides[3] != size or y.strides[3] != size))
             or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
         raise ValueError("winograd_phases_conv: inconsistent blocking or operands")
     items = (x.shape[0] * groups * job.row_residues * job.row_blocks * job.column_blocks

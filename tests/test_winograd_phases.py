@@ -241,9 +241,32 @@ def test_weights_changed_in_place_are_transformed_again():
     np.testing.assert_allclose(layer.apply(x, w), 2 * first, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("x_shape, w_shape, params", CASES[:3] + CASES[8:9] + CASES[10:11])
+def test_narrow_types_are_rounded_once(x_shape, w_shape, params, dtype):
+    """float16 and bfloat16 inputs are widened exactly on the way in; the outputs,
+    computed in float32, are rounded once: within half a unit in the last place of
+    the float64 result (and float32's error)."""
+    half_ulp = 2.0 ** -11 if dtype == "float16" else 2.0 ** -8  # relative, at most
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    layer = ConvTranspose(**params)
+    assert _runs(layer, x_shape, w_shape, dtype)
+    x, w, b = _data(x_shape, w_shape, w_shape[1] * layer._attributes().group)
+    x, w, b = x.astype(dtype), (w / 8).astype(dtype), b.astype(dtype)
+    y = layer.apply(x, w, b)
+    assert y.dtype == x.dtype
+    exact = _exact(layer, x, w, b)
+    bound = half_ulp * np.abs(exact) + 1e-6 * np.abs(exact).max()
+    assert (np.abs(y.astype(np.float64) - exact) <= bound).all()
+    # the same results from the float32 computation rounded by NumPy
+    wide = layer.apply(x.astype(np.float32), w.astype(np.float32), b.astype(np.float32))
+    assert np.mean(y != wide.astype(dtype)) < 1e-3
+
+
 @pytest.mark.parametrize("x_shape, w_shape, params, dtype", [
     ((1, 16, 20, 20), (16, 16, 4, 4), dict(strides=(2, 2)), np.float64),
-    ((1, 16, 20, 20), (16, 16, 4, 4), dict(strides=(2, 2)), np.float16),
+    ((1, 20, 20, 16), (16, 16, 4, 4), dict(strides=(2, 2), data_format="NXC"), np.float16),
     ((1, 16, 20, 20), (16, 16, 4, 4), dict(strides=(2, 2), dilations=(2, 2)), np.float32),
     ((1, 16, 20, 20), (16, 16, 3, 3), dict(strides=(2, 2)), np.float32),   # k3 s2
     ((1, 16, 20, 20), (16, 16, 4, 4), dict(strides=(3, 3)), np.float32),   # k4 s3
