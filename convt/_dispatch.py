@@ -339,16 +339,17 @@ WINOGRAD_OUT_CHUNK = 64         # output channels per work item (rounded to row 
 WINOGRAD_TRANSPOSE_SUM_BLOCK = 8
 # F(2x2, 2x2) on the stride phases of a 2-D ConvTranspose with kernel 2 s (k4 s2): 9
 # products per 2x2 outputs of a phase and input channel instead of 16, for transforms
-# that only add, but 2.25 times the weights to stream.  On 2 Zen 3 vCPUs, each
-# engine looping in its own process (1 / 2 threads, best times): DCGAN's 256 -> 128
-# on 64x64 1.15-1.3x / 1.2-1.4x the GEMM engine's speed, 64 -> 64 on 128x128
-# 1.2x / 1.5x, 128 -> 128 on 32x32 1.14x / 1.15x, 64 -> 64 on 64x64 1.08-1.2x;
-# ties on 4 x 128 -> 64 over 32x32 and 64 -> 32 on 128x128 (0.9-1.1x), and slower
-# with 32 channels (32 -> 32 on 64x64: 0.83-1.0x) or little work (256 -> 128 on
-# 16x16, 2^27 multiply-adds: 0.8-1.2x).  Called back to back with another layer,
-# which evicts its weights from the caches, it ties with the GEMM engine.
+# that only add, but 2.25 times the weights to stream.  On 2 Zen 3 vCPUs
+# (benchmarks/tune.py --only winograd, medians at 2 / 1 threads): DCGAN's 256 -> 128
+# on 64x64 (2^31 multiply-adds) 1.05-1.18x / 1.10x the GEMM engine's speed (1.15-1.4x
+# with each engine looping in its own process), 64 -> 64 on 128x128 1.15x / 1.39x,
+# 4 x 128 -> 64 on 32x32 (2^29) 1.09-1.14x / 1.14x; at 2^28 64 -> 64 on 64x64 won
+# (1.04-1.18x) but 128 -> 128 on 32x32 lost (0.76-0.82x / 0.98x), at 2^27 256 -> 128
+# on 16x16 0.67-0.70x / 0.94x, and with 32 channels 0.79-0.96x / 0.83x (32 -> 32 on
+# 64x64).  Called back to back with another layer, which evicts its weights from the
+# caches, it tied with the GEMM engine on DCGAN's layer.
 WINOGRAD_PHASE_MIN_CHANNELS = 64
-WINOGRAD_PHASE_MIN_WORK = 2**28
+WINOGRAD_PHASE_MIN_WORK = 2**29
 # Its products are summed in blocks of this many channels: float32 error against
 # float64 on DCGAN's layer (256 -> 128 on 64x64), largest / RMS: blocks of 16
 # 7.6e-7 / 1.1e-7, 64 1.1e-6 / 1.5e-7 (PyTorch 1.1e-6 / 1.4e-7, the GEMM engine

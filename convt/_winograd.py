@@ -16,6 +16,7 @@ follows the definition's products one by one (0 x Inf is NaN where it says).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -81,7 +82,14 @@ class WinogradRun:
 
 
 def plan(problem, decision):
-    """The WinogradRun of a problem that winograd_route accepts."""
+    """The WinogradRun of a problem that winograd_route accepts, the same object for
+    every call of a problem (per decision and tuning): the weight cache finds the
+    transformed weights of an earlier call only under the same run."""
+    return _plan(problem, decision, _dispatch.tuning())
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(problem, decision, tuning):
     family, mr, nr = decision.kernel_set, decision.blocking.mr, decision.blocking.nr
     geometry = problem.geometry
     phases = phases_of(geometry) if _dispatch.winograd_phased(problem) else ()
