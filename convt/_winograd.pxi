@@ -1,6 +1,7 @@
-# Winograd engine for float32 Conv, F(2x2, 3x3), F(2x2x2, 3x3x3) and F(2x2, 2x2)
-# (stride 1; convt/_winograd.py maps ConvTranspose onto it, F(2x2, 2x2) one stride
-# phase of a k4 s2 ConvTranspose per call, on strided views): each work item
+# Winograd engine for float32 Conv, F(2x2, 3x3) and F(2x2x2, 3x3x3) (stride 1;
+# convt/_winograd.py maps ConvTranspose and dilated layers onto it), and F(2x2, 2x2)
+# on the stride phases of a ConvTranspose whose kernel is twice its stride
+# (winograd_phases_conv, at the end): each work item
 # is one image, group, plane of tiles (3-D), block of tiles and chunk of output
 # channels.
 # It transforms the block's inputs a chunk of input channels at a time
@@ -240,8 +241,10 @@ cdef const float* window_copy(const WinogradJob* job, const char* x, Py_ssize_t 
     window's columns); ``block``'s top and left move to the slab's coordinates."""
     cdef Py_ssize_t size = convt_itemsize(job.storage)
     cdef Py_ssize_t top = max(block.top, 0), left = max(block.left, 0)
-    cdef Py_ssize_t bottom = min(block.top + 2 * block.rows + block.taps - 1, job.x_plane.height)
-    cdef Py_ssize_t right = min(block.left + 2 * block.tiles + block.taps - 1, job.x_plane.width)
+    cdef Py_ssize_t bottom = min(block.top + 2 * block.rows + block.taps - 1,
+                                 job.x_plane.height)
+    cdef Py_ssize_t right = min(block.left + 2 * block.tiles + block.taps - 1,
+                                job.x_plane.width)
     cdef Py_ssize_t c, r
     plane.depth, plane.plane_stride, plane.col_stride = 1, 0, 1
     plane.height, plane.width = max(bottom - top, 0), max(right - left, 0)
@@ -367,8 +370,8 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
                          strides, layout, int num_threads):
     """Fill ``y`` with the ConvTranspose whose stride phases are the Convs of x in
     ``phase_table`` ((P, 4) intp, row-major over the residues: each phase's first
-    output row and column, and the begin pads (top, left) of its Conv), by Winograd F(2x2, 2x2) on ``num_threads``
-    pool threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides
+    output row and column, and the begin pads (top, left) of its Conv), by Winograd
+    F(2x2, 2x2) on ``num_threads`` pool threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides
     (float16 or bfloat16: columns contiguous; computed in float32, rounded once),
     ``packed`` (P, ...) the phases' weights from convt._winograd.transformed_weights,
     ``b`` float32 (M,) or None, ``strides`` (rows, columns), ``layout`` the blocking

@@ -1,8 +1,9 @@
-"""Winograd for float32 layers: F(2x2, 3x3) for 2-D Conv and stride-1 ConvTranspose
-(the Conv with the flipped kernel), F(2x2x2, 3x3x3) for 3-D Conv, and F(2x2, 2x2)
-for 2-D ConvTranspose whose kernel is twice its stride (k4 s2, k2 s1, k8 s4): each
-stride phase of its output is a 2x2 Conv of x (see :func:`phases_of`), run on a
-strided view of y: blocking, transformed weights, the call.
+"""Winograd: F(2x2, 3x3) for float32 2-D Conv and stride-1 ConvTranspose (the Conv
+with the flipped kernel), F(2x2x2, 3x3x3) for float32 3-D Conv, and F(2x2, 2x2) for
+2-D ConvTranspose whose kernel is twice its stride (k4 s2, k2 s1, k8 s4; float32,
+float16, bfloat16): each stride phase of its output is a 2x2 Conv of x (see
+:func:`phases_of`), and one driver call interleaves the phases into whole rows of y:
+blocking, transformed weights, the call.
 
 The rule that picks it is :func:`convt._dispatch.winograd_route`; the transforms
 are convt/src/winograd_body.h (compiled per kernel set) and the driver
@@ -77,7 +78,7 @@ class WinogradRun:
     layout: dict         # taps, tile_rows, tiles, capacity, channel_chunk, out_chunk, block
     work_items: int
     multiply_adds: int   # the GEMM's, for the thread count
-    phases: tuple = ()   # F(2x2, 2x2): the ConvTranspose's stride phases, one call each
+    phases: tuple = ()   # F(2x2, 2x2): the ConvTranspose's stride phases, row-major
     strides: tuple = ()  # and its strides
 
 

@@ -118,8 +118,8 @@ def test_transforms_match_their_definition(family, left, strided):
         runs[name] = v
     np.testing.assert_array_equal(runs[family], runs["reference"])
     padded = np.pad(x.astype(np.float64), ((0, 0), (8, 8), (8, 8)))
-    patches = np.stack([padded[:, 8 - 1 + 2 * r:8 + 2 + 2 * r, 8 + left + 2 * t:8 + left + 2 * t + 3]
-                        for r in range(rows) for t in range(tiles)], axis=1)
+    patches = np.stack([padded[:, 7 + 2 * r:10 + 2 * r, 8 + left + 2 * t:11 + left + 2 * t]
+                        for r in range(rows) for t in range(tiles)], axis=1)  # top -1
     expected = np.einsum("ik,ctkl,jl->ijct", B_T2, patches, B_T2).reshape(9, channels, -1)
     np.testing.assert_allclose(runs[family][:, :, :rows * tiles], expected, rtol=1e-6,
                                atol=1e-6)

@@ -1,8 +1,8 @@
-/* The Winograd F(2x2, 3x3), F(2x2x2, 3x3x3) and F(2x2, 2x2) transforms of winograd.h, included by each file that
- * compiles them for a CPU family, with WINOGRAD_NAME(part) naming its functions and
- * WINOGRAD_TARGET its target attribute (empty for the portable build): plain C
- * written so that compilers vectorise every inner loop for that target (no
- * floating-point reductions, no branches inside them). */
+/* The Winograd F(2x2, 3x3), F(2x2x2, 3x3x3) and F(2x2, 2x2) transforms of winograd.h,
+ * included by each file that compiles them for a CPU family, with WINOGRAD_NAME(part)
+ * naming its functions and WINOGRAD_TARGET its target attribute (empty for the
+ * portable build): plain C written so that compilers vectorise every inner loop for
+ * that target (no floating-point reductions, no branches inside them). */
 #include <stdint.h>
 #include <string.h>
 
