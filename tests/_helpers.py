@@ -3,6 +3,7 @@
 import zlib
 
 import numpy as np
+import pytest
 
 from convt import ConvTranspose, _dispatch, _engine
 from convt._reference import reference_conv_transpose
@@ -126,3 +127,35 @@ def onnx_node_cases(op_type):
         node = pytest.importorskip("onnx.backend.test.case.node")
         _NODE_CASES.extend(node.collect_testcases(None))
     return [case for case in _NODE_CASES if case.model.graph.node[0].op_type == op_type]
+
+
+def float32_operands(x_shape, w_shape, bias_channels, seed=0):
+    """Standard-normal float32 x, w and b (``bias_channels`` of it)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(bias_channels).astype(np.float32)
+    return x, w, b
+
+
+def relative_error(y, exact):
+    """The largest error of ``y`` relative to the largest magnitude of ``exact``."""
+    return float(np.abs(y - exact).max() / np.abs(exact).max())
+
+
+def use_kernel_set(monkeypatch, family):
+    """Route this test's calls to kernel set ``family``, or skip where it does not run."""
+    if family not in FAMILIES:
+        pytest.skip(f"{family} does not run here")
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, family)
+
+
+def assert_same_results_or_non_finite(y, expected, tolerance=1e-4):
+    """NaN, +Inf and -Inf of ``y`` where ``expected`` has them (which must have some),
+    and the finite values close."""
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(y), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    assert not finite.all()
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=tolerance, atol=tolerance)

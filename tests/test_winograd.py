@@ -5,6 +5,8 @@ against a one-run sum's, non-finite values, threads, strides, weight changes."""
 import numpy as np
 import pytest
 
+from _helpers import (assert_same_results_or_non_finite, float32_operands, relative_error,
+                      use_kernel_set)
 import convt
 from convt import Conv, ConvTranspose, _dispatch, _engine, explain
 from convt._reference import reference_conv
@@ -23,16 +25,8 @@ def _winograd_runs(layer, x_shape, w_shape):
     return explain(layer, x_shape, w_shape, np.float32).winograd is not None
 
 
-def _data(x_shape, w_shape, bias_channels, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(bias_channels).astype(np.float32)
-    return x, w, b
 
 
-def _relative_error(y, exact):
-    return float(np.abs(y - exact).max() / np.abs(exact).max())
 
 
 CONV_CASES = [
@@ -52,18 +46,15 @@ CONV_CASES = [
 @pytest.mark.parametrize("x_shape, w_shape, params", CONV_CASES)
 @pytest.mark.parametrize("family", ["avx2", "portable"])
 def test_conv_matches_the_reference(x_shape, w_shape, params, family, monkeypatch):
-    if family not in {entry["name"] for entry in convt._compiled.load().families()
-                      if entry["available"]}:
-        pytest.skip(f"{family} does not run here")
-    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, family)
+    use_kernel_set(monkeypatch, family)
     layer = Conv(**params)
     assert _winograd_runs(layer, x_shape, w_shape)
-    x, w, b = _data(x_shape, w_shape, w_shape[0])
+    x, w, b = float32_operands(x_shape, w_shape, w_shape[0])
     y = layer.apply(x, w, b)
     exact = reference_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
                            **layer.get_params())
     assert y.shape == exact.shape
-    assert _relative_error(y, exact) < 2e-6
+    assert relative_error(y, exact) < 2e-6
 
 
 @pytest.mark.parametrize("x_shape, w_shape, params", [
@@ -75,10 +66,10 @@ def test_conv_matches_the_reference(x_shape, w_shape, params, family, monkeypatc
 def test_conv_transpose_matches_float64(x_shape, w_shape, params):
     layer = ConvTranspose(**params)
     assert _winograd_runs(layer, x_shape, w_shape)
-    x, w, b = _data(x_shape, w_shape, w_shape[1] * layer._attributes().group)
+    x, w, b = float32_operands(x_shape, w_shape, w_shape[1] * layer._attributes().group)
     exact = layer.apply(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
     y = layer.apply(x, w, b)
-    assert _relative_error(y, exact) < 2e-6
+    assert relative_error(y, exact) < 2e-6
 
 
 @pytest.mark.parametrize("space", [(24, 24), (10, 10, 10)])
@@ -87,7 +78,7 @@ def test_error_stays_below_a_one_run_sum(space):
     onnxruntime) have the error the loop below has; Winograd's transforms add a few
     roundings per value but sum only C products per tile element."""
     dims = len(space)
-    x, w, _ = _data((1, 64) + space, (64, 64) + (3,) * dims, 64, seed=5)
+    x, w, _ = float32_operands((1, 64) + space, (64, 64) + (3,) * dims, 64, seed=5)
     layer = Conv(pads=(1,) * 2 * dims)
     assert _winograd_runs(layer, x.shape, w.shape)
     exact = layer.apply(x.astype(np.float64), w.astype(np.float64))
@@ -113,22 +104,17 @@ def test_non_finite_values_give_the_definitions_results(where, value, dims):
     """Inf - Inf inside the transforms would make NaN where the products give Inf: such
     calls run the GEMM engine, whose every product is the definition's."""
     space = (16, 16) if dims == 2 else (8, 10, 12)
-    x, w, b = _data((1, 32) + space, (32, 32) + (3,) * dims, 32, seed=2)
+    x, w, b = float32_operands((1, 32) + space, (32, 32) + (3,) * dims, 32, seed=2)
     (x if where == "x" else w)[(0, 3) + ((5, 7, 4)[:dims] if where == "x" else (1,) * dims)] = value
     layer = Conv(pads=(1,) * 2 * dims)
     assert _winograd_runs(layer, x.shape, w.shape)
     y = layer.apply(x, w, b)
     expected = Conv(pads=(1,) * 2 * dims)._apply(x, w, b, engine="gemm")
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
-    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(expected))
-    np.testing.assert_array_equal(np.isneginf(y), np.isneginf(expected))
-    finite = np.isfinite(expected)
-    assert not finite.all()
-    np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-4)
+    assert_same_results_or_non_finite(y, expected)
 
 
 def test_3d_results_do_not_depend_on_threads():
-    x, w, b = _data((1, 32, 10, 14, 18), (40, 32, 3, 3, 3), 40, seed=3)
+    x, w, b = float32_operands((1, 32, 10, 14, 18), (40, 32, 3, 3, 3), 40, seed=3)
     layer = Conv(pads=(1,) * 6)
     assert _winograd_runs(layer, x.shape, w.shape)
     one = Conv(pads=(1,) * 6, num_threads=1).apply(x, w, b)
@@ -136,7 +122,7 @@ def test_3d_results_do_not_depend_on_threads():
 
 
 def test_results_do_not_depend_on_threads_or_strides():
-    x, w, b = _data((2, 64, 30, 34), (48, 64, 3, 3), 48, seed=3)
+    x, w, b = float32_operands((2, 64, 30, 34), (48, 64, 3, 3), 48, seed=3)
     one = Conv(pads=(1, 1, 1, 1), num_threads=1).apply(x, w, b)
     two = Conv(pads=(1, 1, 1, 1), num_threads=2).apply(x, w, b)
     np.testing.assert_array_equal(one, two)
@@ -146,7 +132,7 @@ def test_results_do_not_depend_on_threads_or_strides():
 
 
 def test_weights_changed_in_place_are_transformed_again():
-    x, w, _ = _data((1, 32, 20, 20), (32, 32, 3, 3), 32, seed=4)
+    x, w, _ = float32_operands((1, 32, 20, 20), (32, 32, 3, 3), 32, seed=4)
     layer = Conv(pads=(1, 1, 1, 1))
     first = layer.apply(x, w)
     w *= 2
@@ -195,13 +181,13 @@ def test_explain_reports_winograd():
 
 
 def test_channels_last_data_runs_in_place():
-    x, w, b = _data((1, 20, 22, 64), (64, 64, 3, 3), 64, seed=6)
+    x, w, b = float32_operands((1, 20, 22, 64), (64, 64, 3, 3), 64, seed=6)
     layer = Conv(pads=(1, 1, 1, 1), data_format="NXC")
     assert _winograd_runs(layer, x.shape, w.shape)
     y = layer.apply(x, w, b)
     exact = reference_conv(np.moveaxis(x, -1, 1).astype(np.float64), w.astype(np.float64),
                            b.astype(np.float64), pads=(1, 1, 1, 1))
-    assert _relative_error(np.moveaxis(y, -1, 1), exact) < 2e-6
+    assert relative_error(np.moveaxis(y, -1, 1), exact) < 2e-6
 
 
 def test_conv_transpose_error_stays_below_pytorchs():
@@ -209,7 +195,7 @@ def test_conv_transpose_error_stays_below_pytorchs():
     Winograd's products of a ConvTranspose are summed in short blocks
     (WINOGRAD_TRANSPOSE_SUM_BLOCK) to keep convt's float32 error below it."""
     torch = pytest.importorskip("torch")
-    x, w, _ = _data((1, 64, 56, 56), (64, 64, 3, 3), 64, seed=0)
+    x, w, _ = float32_operands((1, 64, 56, 56), (64, 64, 3, 3), 64, seed=0)
     layer = ConvTranspose(pads=(1, 1, 1, 1))
     assert _winograd_runs(layer, x.shape, w.shape)
     exact = layer.apply(x.astype(np.float64), w.astype(np.float64))
@@ -232,7 +218,7 @@ def test_finite_outputs_of_every_magnitude_stay_on_winograd(scale):
     """The output check looks for an exponent field of all ones: outputs whose exponents
     differ (1.5 and 3: 0x3f8 and 0x400) must not add up to one."""
     from convt import _winograd
-    x, w, b = _data((1, 32, 20, 20), (32, 32, 3, 3), 32, seed=9)
+    x, w, b = float32_operands((1, 32, 20, 20), (32, 32, 3, 3), 32, seed=9)
     layer = Conv(pads=(1, 1, 1, 1))
     call = _engine.prepare(x, w, np.empty((1, 32, 20, 20), np.float32),
                            layer._geometry_for(x.shape, w.shape), 1, transpose=False)
@@ -240,7 +226,7 @@ def test_finite_outputs_of_every_magnitude_stay_on_winograd(scale):
     assert _winograd.run(call.winograd, x * scale, w, b, y, call.geometry, 1, 1)
     exact = reference_conv((x * scale).astype(np.float64), w.astype(np.float64),
                            b.astype(np.float64), pads=(1, 1, 1, 1))
-    assert _relative_error(y, exact) < 2e-6
+    assert relative_error(y, exact) < 2e-6
 
 
 @pytest.mark.keep_thresholds

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from _helpers import (assert_same_results_or_non_finite, float32_operands, relative_error,
+                      use_kernel_set)
 import convt
 from convt import ConvTranspose, _dispatch, _winograd, explain
 from convt._reference import reference_conv_transpose
@@ -27,12 +29,6 @@ def _runs(layer, x_shape, w_shape, dtype=np.float32):
     return explain(layer, x_shape, w_shape, dtype).winograd is not None
 
 
-def _data(x_shape, w_shape, bias_channels, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(bias_channels).astype(np.float32)
-    return x, w, b
 
 
 def _exact(layer, x, w, b=None):
@@ -41,8 +37,6 @@ def _exact(layer, x, w, b=None):
                                     **layer.get_params())
 
 
-def _relative_error(y, exact):
-    return float(np.abs(y - exact).max() / np.abs(exact).max())
 
 
 @pytest.mark.parametrize("kernel, stride, pad, output_padding, size", [
@@ -163,22 +157,19 @@ CASES = [
 @pytest.mark.parametrize("x_shape, w_shape, params", CASES)
 @pytest.mark.parametrize("family", ["avx2", "portable"])
 def test_results_match_the_reference(x_shape, w_shape, params, family, monkeypatch):
-    if family not in {entry["name"] for entry in convt._compiled.load().families()
-                      if entry["available"]}:
-        pytest.skip(f"{family} does not run here")
-    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, family)
+    use_kernel_set(monkeypatch, family)
     layer = ConvTranspose(**params)
     assert _runs(layer, x_shape, w_shape)
     assert "F(2x2, 2x2)" in str(explain(layer, x_shape, w_shape, np.float32))
-    x, w, b = _data(x_shape, w_shape, w_shape[1] * layer._attributes().group)
+    x, w, b = float32_operands(x_shape, w_shape, w_shape[1] * layer._attributes().group)
     y = layer.apply(x, w, b)
     exact = _exact(layer, x, w, b)
     assert y.shape == exact.shape
-    assert _relative_error(y, exact) < 2e-6
+    assert relative_error(y, exact) < 2e-6
 
 
 def test_results_do_not_depend_on_threads_or_strides():
-    x, w, b = _data((2, 32, 19, 21), (32, 24, 4, 4), 24, seed=3)
+    x, w, b = float32_operands((2, 32, 19, 21), (32, 24, 4, 4), 24, seed=3)
     params = dict(strides=(2, 2), pads=(1, 1, 1, 1))
     one = ConvTranspose(num_threads=1, **params).apply(x, w, b)
     for threads in (2, 3):
@@ -199,7 +190,7 @@ def test_error_stays_below_pytorchs():
     phases' products are summed in blocks of WINOGRAD_PHASE_SUM_BLOCK channels to
     stay below it (DCGAN's 256 -> 128 k4 s2, on a smaller map)."""
     torch = pytest.importorskip("torch")
-    x, w, _ = _data((1, 256, 24, 24), (256, 128, 4, 4), 128, seed=0)
+    x, w, _ = float32_operands((1, 256, 24, 24), (256, 128, 4, 4), 128, seed=0)
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
     assert _runs(layer, x.shape, w.shape)
     exact = _exact(layer, x, w)
@@ -219,22 +210,17 @@ def test_error_stays_below_pytorchs():
 def test_non_finite_values_give_the_definitions_results(where, value):
     """Inf - Inf inside the transforms would make NaN where the products give Inf: such
     calls run the GEMM engine, whose every product is the definition's."""
-    x, w, b = _data((1, 16, 12, 12), (16, 16, 4, 4), 16, seed=2)
+    x, w, b = float32_operands((1, 16, 12, 12), (16, 16, 4, 4), 16, seed=2)
     (x if where == "x" else w)[(0, 3, 5, 7) if where == "x" else (3, 2, 1, 2)] = value
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
     assert _runs(layer, x.shape, w.shape)
     y = layer.apply(x, w, b)
     expected = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))._apply(x, w, b, engine="gemm")
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
-    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(expected))
-    np.testing.assert_array_equal(np.isneginf(y), np.isneginf(expected))
-    finite = np.isfinite(expected)
-    assert not finite.all()
-    np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-4)
+    assert_same_results_or_non_finite(y, expected)
 
 
 def test_weights_changed_in_place_are_transformed_again():
-    x, w, _ = _data((1, 16, 12, 12), (16, 16, 4, 4), 16, seed=4)
+    x, w, _ = float32_operands((1, 16, 12, 12), (16, 16, 4, 4), 16, seed=4)
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
     first = layer.apply(x, w)
     w *= 2
@@ -252,7 +238,7 @@ def test_narrow_types_are_rounded_once(x_shape, w_shape, params, dtype):
         dtype = pytest.importorskip("ml_dtypes").bfloat16
     layer = ConvTranspose(**params)
     assert _runs(layer, x_shape, w_shape, dtype)
-    x, w, b = _data(x_shape, w_shape, w_shape[1] * layer._attributes().group)
+    x, w, b = float32_operands(x_shape, w_shape, w_shape[1] * layer._attributes().group)
     x, w, b = x.astype(dtype), (w / 8).astype(dtype), b.astype(dtype)
     y = layer.apply(x, w, b)
     assert y.dtype == x.dtype
