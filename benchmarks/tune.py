@@ -206,11 +206,12 @@ def tune_wide(args):
 
 
 def _sweep(args, title, name, values, layers, scale=1):
-    """Time `layers` with _dispatch.<name> at each value; choose the best geometric mean."""
+    """Time `layers` with _dispatch.<name> at each value; choose the best geometric mean.
+    The GEMM engine's constants: the layers run it even where Winograd would serve them."""
     table, scores = [], {}
     for value in values:
         with constant(name, value):
-            times = [layer.time(args.threads, args.repeat) for layer in layers]
+            times = [layer.time(args.threads, args.repeat, engine="gemm") for layer in layers]
         scores[value] = math.exp(sum(map(math.log, times)) / len(times))
         table.append((value // scale,) + tuple(f"{t * 1e3:.3f}" for t in times))
     report(f"{name}: {title}", table,
