@@ -1,14 +1,14 @@
 # Winograd engine for float32 Conv, F(2x2, 3x3) and F(2x2x2, 3x3x3) (stride 1;
 # convt/_winograd.py maps ConvTranspose and dilated layers onto it), and F(2x2, 2x2)
 # on the stride phases of a ConvTranspose whose kernel is twice its stride
-# (winograd_phases_conv, at the end): each work item
-# is one image, group, plane of tiles (3-D), block of tiles and chunk of output
-# channels.
-# It transforms the block's inputs a chunk of input channels at a time
-# (convt/src/winograd_body.h, compiled per kernel set), sums the 16 (64) products with the kernel set's GEMM
-# micro-kernels (rows: output channels, vectors: tiles; blocked sums as in the
-# GEMM engine), then transforms the products into y.  Work items never depend
-# on the thread count, so results are bitwise identical for every num_threads.
+# (winograd_phases_conv, at the end): each work item is one image, group, plane
+# of tiles (3-D), block of tiles and chunk of output channels (and, for phases, one
+# output row residue).  It transforms the block's inputs a chunk of input channels
+# at a time (convt/src/winograd_body.h, compiled per kernel set), sums the 16 (64, 9)
+# products with the kernel set's GEMM micro-kernels (rows: output channels, vectors:
+# tiles; blocked sums as in the GEMM engine), then transforms the products into y.
+# Work items never depend on the thread count, so results are bitwise identical for
+# every num_threads.
 
 
 # the element types the phased driver reads and writes (winograd_phases_conv)
@@ -88,6 +88,15 @@ cdef plane_of(array, convt_winograd_plane* plane):
     plane.plane_stride = array.strides[2] // size if array.ndim == 5 else 0
 
 
+cdef inline void transforms_of(const WinogradJob* job, convt_winograd_in_f32* transform_input,
+                               convt_winograd_out_f32* transform_output) noexcept nogil:
+    """The job's kernel set's own transforms, else the baseline build (kernel_set.h)."""
+    transform_input[0] = (job.kernels.winograd_input if job.kernels.winograd_input != NULL
+                          else convt_winograd_input_f32)
+    transform_output[0] = (job.kernels.winograd_output if job.kernels.winograd_output != NULL
+                           else convt_winograd_output_f32)
+
+
 cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
     cdef const WinogradJob* job = <const WinogradJob*>context
     cdef Py_ssize_t rest = index, n, g, tz, rb, cb, oc, m0, mc, c0, cc, used
@@ -96,15 +105,11 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
     cdef float* m = v + job.points * job.channel_chunk * job.capacity
     cdef const float* xg
     cdef int bad = 0
-    # the set's own transforms, else the baseline build (kernel_set.h)
-    cdef convt_winograd_in_f32 transform_input = (
-        job.kernels.winograd_input if job.kernels.winograd_input != NULL
-        else convt_winograd_input_f32)
-    cdef convt_winograd_out_f32 transform_output = (
-        job.kernels.winograd_output if job.kernels.winograd_output != NULL
-        else convt_winograd_output_f32)
+    cdef convt_winograd_in_f32 transform_input
+    cdef convt_winograd_out_f32 transform_output
     if stopped(job.signals, slot):
         return
+    transforms_of(job, &transform_input, &transform_output)
     oc = rest % job.out_chunks
     rest //= job.out_chunks
     cb = rest % job.column_blocks
@@ -143,6 +148,59 @@ cdef void winograd_task(void* context, Py_ssize_t index, int slot) noexcept nogi
         job.non_finite[slot] = 1
 
 
+cdef Kernels job_operands(WinogradJob* job, str family, x, packed, b, y, Py_ssize_t groups,
+                          layout):
+    """The fields both drivers share: operands and their element strides, groups,
+    output extents and the blocking of ``layout``; returns the kernel set."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef Py_ssize_t size = x.itemsize
+    cdef int last = x.ndim - 1
+    job.kernels = kernels.f32
+    job.storage = STORAGE_TYPES.get(x.dtype.name, -1)
+    job.x = <const float*>data_of(x)
+    job.y = <float*>data_of(y)
+    job.packed = <const float*>data_of(packed)
+    job.bias = <const float*>data_of(b)
+    job.n_stride, job.x_channel = x.strides[0] // size, x.strides[1] // size
+    job.y_n_stride, job.y_channel = y.strides[0] // size, y.strides[1] // size
+    plane_of(x, &job.x_plane)
+    plane_of(y, &job.y_plane)
+    job.groups = groups
+    job.cg = x.shape[1] // groups
+    job.mg = y.shape[1] // groups
+    job.out_height, job.out_width = y.shape[last - 1], y.shape[last]
+    job.tile_rows = layout["tile_rows"]
+    job.tiles = layout["tiles"]
+    job.capacity = layout["capacity"]
+    job.channel_chunk = layout["channel_chunk"]
+    job.out_chunk = layout["out_chunk"]
+    job.block = layout["block"]
+    job.out_chunks = (job.mg + job.out_chunk - 1) // job.out_chunk
+    if (job.storage < 0 or y.dtype != x.dtype or packed.dtype != np.float32
+            or job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
+            or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
+            or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
+        raise ValueError("Winograd driver: inconsistent blocking or operands")
+    return kernels
+
+
+cdef bint run_job(WinogradJob* job, convt_task task, Py_ssize_t items, int threads) except *:
+    """Run ``items`` of ``task`` on ``threads`` pool threads with per-thread workspaces
+    of job.per_thread floats; False when an item saw a value that is not finite."""
+    cdef Signals signals = signals_for_this_call()
+    workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
+    offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
+    flags = np.zeros(threads, dtype=np.intc)
+    job.workspace = <float*>data_of(workspace)
+    job.offsets = <const Py_ssize_t*>data_of(offsets)
+    job.non_finite = <int*>data_of(flags)
+    job.signals = &signals
+    with nogil:
+        convt_run(task, job, items, threads)
+    raise_if_stopped(&signals)
+    return not flags.any()
+
+
 def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
                   int num_threads):
     """Fill ``y`` with Conv(x, w, b) by Winograd F(2x2, 3x3), F(2x2x2, 3x3x3) or F(2x2,
@@ -154,64 +212,28 @@ def winograd_conv(str family, x, packed, b, y, Py_ssize_t groups, pads, layout,
     transformed input or an output was not finite (y then holds no defined values):
     the caller computes such calls by an engine that follows the definition's
     arithmetic."""
-    cdef Kernels kernels = kernels_named(family)
     cdef WinogradJob job
-    cdef Signals signals = signals_for_this_call()
-    cdef Py_ssize_t i, items
-    cdef int threads = max(1, num_threads)
-    job.kernels = kernels.f32
-    job.x = <const float*>data_of(x)
-    job.y = <float*>data_of(y)
-    job.packed = <const float*>data_of(packed)
-    job.bias = <const float*>data_of(b)
+    cdef Py_ssize_t items
+    job_operands(&job, family, x, packed, b, y, groups, layout)
     job.dims = x.ndim - 2
     job.taps = layout.get("taps", 3)
     job.points = (job.taps + 1) ** job.dims
     if (job.dims not in (2, 3) or y.ndim != x.ndim or len(pads) != job.dims
-            or job.taps not in (2, 3) or (job.taps == 2 and job.dims != 2)):
-        raise ValueError("winograd_conv: 2-D or 3-D operands and pads, 2 taps in 2-D only")
-    job.n_stride, job.x_channel = x.strides[0] // 4, x.strides[1] // 4
-    job.y_n_stride, job.y_channel = y.strides[0] // 4, y.strides[1] // 4
-    plane_of(x, &job.x_plane)
-    plane_of(y, &job.y_plane)
-    job.groups = groups
-    job.cg = x.shape[1] // groups
-    job.mg = y.shape[1] // groups
-    job.out_height, job.out_width = y.shape[x.ndim - 2], y.shape[x.ndim - 1]
+            or job.taps not in (2, 3) or (job.taps == 2 and job.dims != 2)
+            or x.dtype != np.float32
+            or packed.size != groups * job.points * job.mg * job.cg):
+        raise ValueError("winograd_conv: float32 2-D or 3-D operands and pads, 2 taps in "
+                         "2-D only, weights for them")
     job.pad_front = pads[0] if job.dims == 3 else 0
     job.pad_top, job.pad_left = pads[job.dims - 2], pads[job.dims - 1]
     job.tile_planes = (y.shape[2] + 1) // 2 if job.dims == 3 else 1
-    job.tile_rows = layout["tile_rows"]
-    job.tiles = layout["tiles"]
-    job.capacity = layout["capacity"]
-    job.channel_chunk = layout["channel_chunk"]
-    job.out_chunk = layout["out_chunk"]
-    job.block = layout["block"]
     # ceiling divisions (cdivision: C's / truncates toward zero, so no -(-a // b))
     job.row_blocks = ((job.out_height + 1) // 2 + job.tile_rows - 1) // job.tile_rows
     job.column_blocks = ((job.out_width + 1) // 2 + job.tiles - 1) // job.tiles
-    job.out_chunks = (job.mg + job.out_chunk - 1) // job.out_chunk
     job.per_thread = job.points * (job.channel_chunk + job.out_chunk) * job.capacity
-    if (packed.size != groups * job.points * job.mg * job.cg
-            or job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
-            or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
-            or x.dtype != np.float32
-            or y.dtype != np.float32 or packed.dtype != np.float32
-            or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
-        raise ValueError("winograd_conv: inconsistent blocking or operands")
     items = (x.shape[0] * groups * job.tile_planes * job.row_blocks * job.column_blocks
              * job.out_chunks)
-    workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
-    offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
-    flags = np.zeros(threads, dtype=np.intc)
-    job.workspace = <float*>data_of(workspace)
-    job.offsets = <const Py_ssize_t*>data_of(offsets)
-    job.non_finite = <int*>data_of(flags)
-    job.signals = &signals
-    with nogil:
-        convt_run(winograd_task, &job, items, threads)
-    raise_if_stopped(&signals)
-    return not flags.any()
+    return run_job(&job, winograd_task, items, max(1, num_threads))
 
 
 cdef void copy_block(const WinogradJob* job, const float* block, Py_ssize_t rows,
@@ -284,14 +306,11 @@ cdef void winograd_phases_task(void* context, Py_ssize_t index, int slot) noexce
     cdef Py_ssize_t item_size = convt_itemsize(job.storage)
     cdef const Py_ssize_t* phase
     cdef int bad = 0
-    cdef convt_winograd_in_f32 transform_input = (
-        job.kernels.winograd_input if job.kernels.winograd_input != NULL
-        else convt_winograd_input_f32)
-    cdef convt_winograd_out_f32 transform_output = (
-        job.kernels.winograd_output if job.kernels.winograd_output != NULL
-        else convt_winograd_output_f32)
+    cdef convt_winograd_in_f32 transform_input
+    cdef convt_winograd_out_f32 transform_output
     if stopped(job.signals, slot):
         return
+    transforms_of(job, &transform_input, &transform_output)
     oc = rest % job.out_chunks
     rest //= job.out_chunks
     cb = rest % job.column_blocks
@@ -371,55 +390,30 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
     """Fill ``y`` with the ConvTranspose whose stride phases are the Convs of x in
     ``phase_table`` ((P, 4) intp, row-major over the residues: each phase's first
     output row and column, and the begin pads (top, left) of its Conv), by Winograd
-    F(2x2, 2x2) on ``num_threads`` pool threads: x (N, C, H, W) and y (N, M, OH, OW) float32 arrays of any strides
-    (float16 or bfloat16: columns contiguous; computed in float32, rounded once),
+    F(2x2, 2x2) on ``num_threads`` pool threads: x (N, C, H, W) and y (N, M, OH, OW)
+    float32 arrays of any strides (float16 or bfloat16: columns contiguous; computed in
+    float32, rounded once),
     ``packed`` (P, ...) the phases' weights from convt._winograd.transformed_weights,
     ``b`` float32 (M,) or None, ``strides`` (rows, columns), ``layout`` the blocking
     (convt._winograd.plan).  Returns False when a transformed input or an output was
     not finite (y then holds no defined values), as winograd_conv."""
-    cdef Kernels kernels = kernels_named(family)
     cdef WinogradJob job
-    cdef Signals signals = signals_for_this_call()
-    cdef Py_ssize_t items, phase_rows, phase_cols, size
-    cdef int threads = max(1, num_threads)
+    cdef Py_ssize_t items, phase_rows, phase_cols
     table = np.ascontiguousarray(phase_table, dtype=np.intp)
-    job.kernels = kernels.f32
-    job.x = <const float*>data_of(x)
-    job.y = <float*>data_of(y)
-    job.packed = <const float*>data_of(packed)
-    job.bias = <const float*>data_of(b)
+    job_operands(&job, family, x, packed, b, y, groups, layout)
     job.dims = 2
     job.taps = 2
     job.points = 9
     job.phases = table.shape[0]
     job.phase_table = <const Py_ssize_t*>data_of(table)
     job.stride_rows, job.stride_cols = strides
-    if (x.ndim != 4 or y.ndim != 4 or table.ndim != 2 or table.shape[1] != 4
-            or packed.shape[0] != job.phases or len(layout) and layout["taps"] != 2):
-        raise ValueError("winograd_phases_conv: 2-D operands, a (phases, 4) table")
-    job.storage = STORAGE_TYPES.get(x.dtype.name, -1)
-    size = x.itemsize
-    job.n_stride, job.x_channel = x.strides[0] // size, x.strides[1] // size
-    job.y_n_stride, job.y_channel = y.strides[0] // size, y.strides[1] // size
-    job.y_row_stride, job.y_col_stride = y.strides[2] // size, y.strides[3] // size
-    plane_of(x, &job.x_plane)
-    job.groups = groups
-    job.cg = x.shape[1] // groups
-    job.mg = y.shape[1] // groups
-    job.out_height, job.out_width = y.shape[2], y.shape[3]
+    job.y_row_stride, job.y_col_stride = y.strides[2] // y.itemsize, y.strides[3] // y.itemsize
     job.tile_planes = 1
-    job.tile_rows = layout["tile_rows"]
-    job.tiles = layout["tiles"]
-    job.capacity = layout["capacity"]
-    job.channel_chunk = layout["channel_chunk"]
-    job.out_chunk = layout["out_chunk"]
-    job.block = layout["block"]
     # the first phase has the most outputs: its tiles set the grid of blocks
     phase_rows = (job.out_height + job.stride_rows - 1) // job.stride_rows
     phase_cols = (job.out_width + job.stride_cols - 1) // job.stride_cols
     job.row_blocks = ((phase_rows + 1) // 2 + job.tile_rows - 1) // job.tile_rows
     job.column_blocks = ((phase_cols + 1) // 2 + job.tiles - 1) // job.tiles
-    job.out_chunks = (job.mg + job.out_chunk - 1) // job.out_chunk
     job.row_residues = min(job.stride_rows, job.out_height)
     job.col_residues = min(job.stride_cols, job.out_width)
     job.local_rows = 2 * job.tile_rows
@@ -428,24 +422,13 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
         (2 * job.tile_rows + 1) * (2 * job.tiles + 1))
     job.per_thread = (job.points * (job.channel_chunk + job.out_chunk) * job.capacity
                       + job.out_chunk * job.local_rows * job.local_cols + job.slab)
-    if (packed.size != job.phases * groups * job.points * job.mg * job.cg
-            or job.phases != job.row_residues * job.col_residues
-            or job.tiles > CONVT_WINOGRAD_MAX_TILES or job.capacity < job.tile_rows * job.tiles
-            or job.capacity % (kernels.f32.nr // (2 if kernels.f32.half[0] != NULL else 1))
-            or job.storage < 0 or y.dtype != x.dtype or packed.dtype != np.float32
-            or (job.storage != CONVT_F32 and (x.strides[3] != size or y.strides[3] != size))
-            or (b is not None and (b.dtype != np.float32 or not b.flags.c_contiguous))):
-        raise ValueError("winograd_phases_conv: inconsistent blocking or operands")
+    if (x.ndim != 4 or y.ndim != 4 or table.ndim != 2 or table.shape[1] != 4
+            or layout.get("taps") != 2 or job.phases != job.row_residues * job.col_residues
+            or packed.size != job.phases * groups * job.points * job.mg * job.cg
+            or (job.storage != CONVT_F32
+                and (x.strides[3] != x.itemsize or y.strides[3] != y.itemsize))):
+        raise ValueError("winograd_phases_conv: 2-D operands, a (phases, 4) table, weights "
+                         "for them; narrow types with contiguous columns")
     items = (x.shape[0] * groups * job.row_residues * job.row_blocks * job.column_blocks
              * job.out_chunks)
-    workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
-    offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
-    flags = np.zeros(threads, dtype=np.intc)
-    job.workspace = <float*>data_of(workspace)
-    job.offsets = <const Py_ssize_t*>data_of(offsets)
-    job.non_finite = <int*>data_of(flags)
-    job.signals = &signals
-    with nogil:
-        convt_run(winograd_phases_task, &job, items, threads)
-    raise_if_stopped(&signals)
-    return not flags.any()
+    return run_job(&job, winograd_phases_task, items, max(1, num_threads))

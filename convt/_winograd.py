@@ -80,6 +80,7 @@ class WinogradRun:
     multiply_adds: int   # the GEMM's, for the thread count
     phases: tuple = ()   # F(2x2, 2x2): the ConvTranspose's stride phases, row-major
     strides: tuple = ()  # and its strides
+    phase_table: np.ndarray = None  # (phases, 4) intp: first row, column, pads (the driver's)
 
 
 def plan(problem, decision):
@@ -129,8 +130,9 @@ def _plan(problem, decision, tuning):
              * (min(geometry.strides[0], geometry.output_shape[0]) if phases else 1))
     work = (max(1, len(phases)) * points * problem.batch * problem.group * problem.cg
             * problem.mg * math.prod(grid))
+    table = np.array([phase.first + phase.pads for phase in phases], dtype=np.intp)
     return WinogradRun(family, problem.transpose, mr, layout, items, work, phases,
-                       tuple(geometry.strides) if phases else ())
+                       tuple(geometry.strides) if phases else (), table if phases else None)
 
 
 def transformed_weights(w, group, mr):
@@ -210,11 +212,11 @@ def run(winograd, x, w, b, y, geometry, group, threads):
     if packed is None:
         return False
     bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
-    drive = load().winograd_conv
     if winograd.phases:
-        table = [phase.first + phase.pads for phase in winograd.phases]
-        return load().winograd_phases_conv(winograd.family, x, packed, bias, y, group, table,
-                                           winograd.strides, winograd.layout, threads)
+        return load().winograd_phases_conv(winograd.family, x, packed, bias, y, group,
+                                           winograd.phase_table, winograd.strides,
+                                           winograd.layout, threads)
+    drive = load().winograd_conv
     pads = tuple(geometry.pads_begin)
     if winograd.transpose:  # output o reads input o + pad - k: a Conv padded by 2 - pad
         pads = tuple(2 - pad for pad in pads)
