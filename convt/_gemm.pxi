@@ -141,21 +141,46 @@ cdef inline void store_kernel(const Gemm* g, bint half, Py_ssize_t rows, const P
             p.depth, p.block, a, b, p.offsets, p.sibling, y, p.ldc, p.accumulate, bias)
 
 
+cdef inline Py_ssize_t panel_width(const Gemm* g, Py_ssize_t used, Py_ssize_t p,
+                                    Py_ssize_t panel) noexcept nogil:
+    """Columns the kernels write for panel ``p`` of ``used`` columns: NR, or NR / 2
+    for a last panel of at most NR / 2 positions (the half kernels)."""
+    if g.layout.half_panels and 2 * (used - p * panel) <= panel:
+        return panel // 2
+    return panel
+
+
+cdef inline Py_ssize_t direct_panels(const Gemm* g, Py_ssize_t used, Py_ssize_t panel) noexcept nogil:
+    """Leading panels of ``used`` columns whose kernels write no column past ``used``:
+    those may write straight into y (see rows_in_y)."""
+    cdef Py_ssize_t full = used // panel
+    if full * panel < used and panel_width(g, used, full, panel) == used - full * panel:
+        return full + 1
+    return full
+
+
 cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call,
                         const acc_t* weights, const acc_t* operand, bint in_place, TileSpan tile,
-                        acc_t* product, acc_t* panel_buffer) noexcept nogil:
+                        acc_t* product, acc_t* panel_buffer, acc_t* y_rows,
+                        Py_ssize_t y_ldc) noexcept nogil:
     """product[item rows, :used] (+)= weights[item rows, this K chunk] @ operand.
 
     ``weights`` are the group's, packed by row block: [block][depth][rows of the
     block], so a block of ``width`` rows starting at ``row`` reads its chunk at
     ``weights + row * depth + call.k_begin * width``.  With enough row blocks to share it,
     the first block's kernel also copies the panel's B rows into contiguous
-    aligned rows that the other blocks read (sets with gemm_pack).
+    aligned rows that the other blocks read (sets with gemm_pack).  With ``y_rows``
+    (rows_in_y), the direct_panels write y itself, rows ``y_ldc`` apart, and only the
+    rest go to the product.
     """
     cdef Py_ssize_t depth = g.problem.cg * stack.taps
     cdef Py_ssize_t panel = stack.panel
     cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
     cdef Py_ssize_t panels = (used + panel - 1) // panel
+    cdef Py_ssize_t direct = direct_panels(g, used, panel) if y_rows != NULL else 0
+    cdef Panel y_call = call[0]
+    cdef Panel y_packed_call
+    cdef acc_t* c_rows
     cdef Py_ssize_t min_blocks = (g.layout.pack_min_blocks if in_place
                                   else g.layout.buffer_pack_min_blocks)
     cdef bint pack = min_blocks > 0 and tile.end_block - tile.first_block >= min_blocks
@@ -167,19 +192,29 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
     cdef const acc_t* b
     cdef acc_t* pack_to
     packed_call.offsets = g.panel_offsets
+    y_call.ldc = y_ldc
+    y_packed_call = y_call
+    y_packed_call.offsets = g.panel_offsets
     if tile.end_block - tile.first_block == 1:
         # one block (few rows, shallow reductions): thousands of short calls per tile
         row = block_start(g, stack, tile.first_block)
         width = block_start(g, stack, tile.first_block + 1) - row
         half = g.layout.half_panels and 2 * (used - (panels - 1) * panel) <= panel
         for p in range(panels):
-            micro_kernel(g, VARIANT_HALF if half and p == panels - 1 else VARIANT_PLAIN, width,
-                         call, weights + row * depth + call.k_begin * width, operand + p * panel,
-                         product + (row - tile.first_row) * call.ldc + p * panel, NULL)
+            variant = VARIANT_HALF if half and p == panels - 1 else VARIANT_PLAIN
+            if p < direct:
+                micro_kernel(g, variant, width, &y_call,
+                             weights + row * depth + call.k_begin * width, operand + p * panel,
+                             y_rows + (row - tile.first_row) * y_ldc + p * panel, NULL)
+            else:
+                micro_kernel(g, variant, width, call,
+                             weights + row * depth + call.k_begin * width, operand + p * panel,
+                             product + (row - tile.first_row) * call.ldc + p * panel, NULL)
         return
     for p in range(panels):
         b = operand + p * panel
-        current = call
+        current = &y_call if p < direct else call
+        c_rows = y_rows + p * panel if p < direct else product + p * panel
         # a last panel of at most NR / 2 positions: the half-width kernels
         half = g.layout.half_panels and 2 * (used - p * panel) <= panel
         pack_to = panel_buffer if pack and not half else NULL
@@ -188,11 +223,11 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
             width = block_start(g, stack, block + 1) - row
             variant = VARIANT_HALF if half else (VARIANT_PACK if pack_to != NULL else VARIANT_PLAIN)
             micro_kernel(g, variant, width, current, weights + row * depth + call.k_begin * width, b,
-                         product + (row - tile.first_row) * call.ldc + p * panel, pack_to)
+                         c_rows + (row - tile.first_row) * current.ldc, pack_to)
             if pack_to != NULL:
                 # the remaining blocks read the packed copy
                 b = panel_buffer
-                current = &packed_call
+                current = &y_packed_call if p < direct else &packed_call
                 pack_to = NULL
 
 
@@ -337,12 +372,70 @@ cdef void multiply_exact(const Gemm* g, const GemmStack* stack, const WorkItem* 
             t = t + panel
 
 
-cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
+cdef acc_t* rows_in_y(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                      const Py_ssize_t* lead, TileSpan tile, const acc_t* like,
+                      Py_ssize_t* ldc) noexcept nogil:
+    """Where a tile's product may be computed in y itself, or NULL.
+
+    That holds for a plain one-phase stack (a Conv's) whose product columns are
+    consecutive outputs of y, of the accumulation type: every column inside the
+    phase on unit-stride axes, and either one grid row or whole rows of a stack
+    and of a y without gaps between rows (1x1 Conv layers, 1-D layers).  Its
+    rows are then its output channels, ``ldc`` apart; scatter_tile's copy is
+    saved (a quarter of a 1x1 Conv's time).
+    """
+    cdef int ndim = g.problem.ndim
+    cdef int last = ndim - 1
+    cdef const PhaseAxis* phase = g.phases + stack.phase_start * ndim
+    cdef Py_ssize_t base
+    if (g.layout.blas or stack.exact or stack.transposed or stack.partner >= 0
+            or stack.phases != 1 or not is_accumulation(g.storage.type, like)
+            or g.ops.y_strides[2 + last] != 1 or g.axes[last].stride != 1
+            or tile.x < phase[last].shift
+            or tile.x + tile.cols > phase[last].shift + phase[last].count):
+        return NULL
+    if tile.rows > 1 and not (
+            g.axes[last - 1].stride == 1 and stack.row_stride == tile.cols
+            and g.ops.y_strides[1 + last] == tile.cols
+            and tile.y >= phase[last - 1].shift
+            and tile.y + tile.rows <= phase[last - 1].shift + phase[last - 1].count):
+        return NULL
+    if not (output_base(g, phase, item, item.group * g.problem.mg + tile.first_row, lead, &base)
+            and row_offset(g, phase, tile.y, &base)):
+        return NULL
+    ldc[0] = g.ops.y_strides[1]
+    return <acc_t*>element(g.ops.y, base + phase[last].residue + tile.x - phase[last].shift,
+                           g.storage.type)
+
+
+cdef void finish_rows_in_y(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                           TileSpan tile, const acc_t* product, acc_t* y_rows,
+                           Py_ssize_t ldc) noexcept nogil:
+    """After the last K chunk of a tile computed in y (rows_in_y): store the columns
+    its kernels computed in the product, and add the bias to the others."""
+    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t start = min(used, direct_panels(g, used, stack.panel) * stack.panel)
+    cdef Py_ssize_t row
+    cdef acc_t* y
+    cdef acc_t bias
+    for row in range(tile.first_row, tile.end_row):
+        y = y_rows + (row - tile.first_row) * ldc
+        bias = bias_of(&g.storage, g.ops.bias, item.group * g.problem.mg + row, y)
+        if g.ops.bias != NULL and start > 0:
+            store_run(&g.storage, <char*>y, 1, y, start, bias)
+        if start < used:
+            store_run(&g.storage, <char*>(y + start), 1,
+                      product + (row - tile.first_row) * stack.columns + start, used - start, bias)
+
+
+cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
                          const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
                          acc_t* operand, acc_t* product, acc_t* transposed,
-                         acc_t* panel_buffer, int slot) noexcept nogil:
+                         acc_t* panel_buffer, int slot, bint alone) noexcept nogil:
     """The product of one tile of one stack, K chunk by K chunk: gather, multiply
-    (``slot``: the pool thread's, 0 for the caller, who runs signal handlers)."""
+    (``slot``: the pool thread's, 0 for the caller, who runs signal handlers).
+    ``alone``: not one of a residue pair (their products are interleaved).  True
+    when the product went into y itself (rows_in_y), with its bias."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t cg = g.problem.cg
     cdef Py_ssize_t depth = cg * stack.taps
@@ -353,7 +446,9 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
     cdef acc_t* source
     cdef const acc_t* in_place
     cdef const StackAxis* axes = g.stack_axes + (stack - g.stacks) * g.problem.ndim
-    cdef Py_ssize_t c_begin, c_end, ld_operand, start
+    cdef Py_ssize_t c_begin, c_end, ld_operand, start, y_ldc = 0
+    cdef acc_t* y_rows = (rows_in_y(g, stack, item, lead, tile, product, &y_ldc) if alone
+                          else NULL)
     cdef int a
     cdef Panel call
     call.block = stack.sum_block
@@ -362,7 +457,7 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
     c_begin = 0
     while c_begin < cg:
         if c_begin and stopped(g.signals, slot):
-            return  # interrupted: the item is abandoned
+            return False  # interrupted: the item is abandoned
         c_end = min(cg, c_begin + stack.chunk)
         call.depth = (c_end - c_begin) * stack.taps
         call.k_begin = c_begin * stack.taps
@@ -371,7 +466,8 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
             in_place = input_as_operand(g, stack, x_image, c_begin, c_end, lead, tile, operand)
             if in_place != NULL:  # identity stacks: never transposed (convt._plan.gemm_plan)
                 call.offsets = g.x_channel_offsets
-                multiply_tile(g, stack, &call, weights, in_place, True, tile, product, panel_buffer)
+                multiply_tile(g, stack, &call, weights, in_place, True, tile, product, panel_buffer,
+                              y_rows, y_ldc)
             else:
                 call.offsets = g.buffer_offsets + stack.offset_start
                 if stack.gather:
@@ -384,7 +480,8 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                 elif stack.transposed:
                     multiply_tile_transposed(g, stack, &call, weights, operand, tile, transposed)
                 else:
-                    multiply_tile(g, stack, &call, weights, operand, False, tile, product, panel_buffer)
+                    multiply_tile(g, stack, &call, weights, operand, False, tile, product,
+                                  panel_buffer, y_rows, y_ldc)
         else:
             source = operand
             ld_operand = stack.columns
@@ -405,8 +502,12 @@ cdef void multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                       <acc_t*>weights + call.k_begin * stack.rows, <int>stack.rows,
                       1 if call.accumulate else 0, product, <int>stack.columns)
         c_begin = c_end
+    if y_rows != NULL:
+        finish_rows_in_y(g, stack, item, tile, product, y_rows, y_ldc)
+        return True
     if stack.transposed and not g.layout.blas and not stores_transposed(g, stack, product):
         transpose_product(g, stack, tile, transposed, product)
+    return False
 
 
 cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
@@ -430,8 +531,9 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
     # are shorter than a row's positions, which the strided scatter stores instead
     cdef bint channels_last = (g.ops.y_strides[1] == 1 and g.ops.y_strides[2 + last] != 1
                                and g.problem.mg >= MIN_CHANNEL_RUN)
-    multiply_stack(g, stack, packed, item, lead, tile, operand, product, transposed,
-                   panel_buffer, slot)
+    if multiply_stack(g, stack, packed, item, lead, tile, operand, product, transposed,
+                      panel_buffer, slot, stack.partner < 0):
+        return  # computed in y
     if convt_stop_raised(&g.signals.stop):
         return
     if stack.partner >= 0:
@@ -441,7 +543,7 @@ cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t*
                                  item.tile, lead)
         other_product = product + (tile.end_row - tile.first_row) * stack.columns
         multiply_stack(g, other, packed, item, lead, other_tile, operand, other_product,
-                       transposed, panel_buffer, slot)
+                       transposed, panel_buffer, slot, False)
         if convt_stop_raised(&g.signals.stop):
             return
         if channels_last:

@@ -598,3 +598,40 @@ def test_pointwise_tiles_copy_whole_rows_per_channel(dtype, case):
     assert not report.plan.stacks["identity"].any()
     y = layer.apply(x, w, b)
     assert_conv_matches_reference(y, x, w, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, w_shape, pads, strides", [
+    ((2, 128, 9, 13), (40, 128, 1, 1), (0, 0, 0, 0), (1, 1)),     # whole rows, a 5-column tail
+    ((1, 96, 28, 28), (512, 96, 1, 1), (0, 0, 0, 0), (1, 1)),     # whole panels only
+    ((1, 64, 7, 6), (36, 64, 1, 1), (0, 0, 0, 0), (1, 1)),        # a half panel's tail
+    ((1, 33, 17, 11), (24, 33, 1, 1), (0, 0, 0, 0), (2, 2)),      # decimated rows
+    ((3, 48, 301), (30, 48, 5), (2, 2), (1,)),                    # 1-D: one grid row per tile
+    ((1, 24, 5, 6, 7), (20, 24, 1, 1, 1), (0,) * 6, (1, 1, 1)),   # leading axes
+])
+def test_products_computed_in_y_stay_inside_their_outputs(x_shape, w_shape, pads, strides, dtype):
+    # one-phase Conv stacks whose product columns are consecutive outputs are
+    # multiplied straight into y (rows_in_y): the partial last panel goes through
+    # the product, the bias is added in place, and nothing is written past y
+    rng = np.random.default_rng(sum(x_shape))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    expected = reference_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                              pads=pads, strides=strides)
+    first = None
+    for threads in (1, 2, 3):
+        layer = Conv(pads=pads, strides=strides, num_threads=threads)
+        size = expected.size
+        guarded = np.full(size + 64, 7.0, dtype)
+        out = guarded[32:32 + size].reshape(expected.shape)
+        got = layer.apply(x, w, b, out=out)
+        assert got is out
+        assert np.all(guarded[:32] == 7.0) and np.all(guarded[32 + size:] == 7.0)
+        tolerance = 2e-6 if dtype == np.float32 else 1e-13
+        scale = np.abs(expected).max()
+        assert np.abs(got - expected).max() <= tolerance * scale
+        if first is None:
+            first = got.copy()
+        else:
+            np.testing.assert_array_equal(got, first)  # bitwise across thread counts

@@ -160,3 +160,17 @@ def test_large_weights_are_compared_whole_by_every_thread(threads):
         assert not same_bytes(left, right, threads), position
     empty = np.zeros(0, np.uint8)
     assert same_bytes(empty, empty.copy(), threads)
+
+
+def test_an_entry_may_take_half_the_budget_and_no_more(monkeypatch):
+    # weights of 288 KiB (float64): the copy and the packing take about 576 KiB
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((1, 64, 5, 5)), rng.standard_normal((64, 64, 3, 3))
+    layer = Conv(pads=(1, 1, 1, 1), num_threads=1)
+    expected = reference_conv(x, w, pads=(1, 1, 1, 1))
+    for budget_mib, kept in ((1, False), (2, True)):
+        _weight_cache.clear()
+        monkeypatch.setenv(_weight_cache.BUDGET_VARIABLE, str(budget_mib))
+        np.testing.assert_allclose(layer.apply(x, w), expected, rtol=1e-12, atol=1e-12)
+        held = _weight_cache.held_bytes()
+        assert (held >= 2 * w.nbytes) == kept and held <= (budget_mib << 20) // 2
