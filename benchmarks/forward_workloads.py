@@ -99,6 +99,9 @@ EXTENDED_FORWARD_WORKLOADS = (
     ForwardWorkload("resnext2d_g32_k3", "float32", 1, 128, 128, (56, 56), 3, 1, 1, group=32),
     ForwardWorkload("deeplab2d_d2_k3", "float32", 1, 256, 256, (33, 33), 3, 1, 2, dilation=2),
     ForwardWorkload("shortcut2d_k1s2", "float32", 1, 256, 512, (56, 56), 1, 2, 0),
+    # ResNet-50's stage-3 bottleneck reduction and stage-4 downsampling 3x3
+    ForwardWorkload("bottleneck2d_k1_14x14", "float32", 1, 1024, 256, (14, 14), 1, 1, 0),
+    ForwardWorkload("down2d_k3s2_28x28", "float32", 1, 256, 512, (28, 28), 3, 2, 1),
     ForwardWorkload("depthwise2d_k3s2", "float32", 1, 96, 96, (112, 112), 3, 2, 1, group=96),
     ForwardWorkload("depthwise2d_k5", "float32", 1, 240, 240, (28, 28), 5, 1, 2, group=240),
     ForwardWorkload("depthwise2d_k3_14x14", "float32", 1, 576, 576, (14, 14), 3, 1, 1, group=576),

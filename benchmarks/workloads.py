@@ -151,6 +151,8 @@ EXTENDED: tuple[Workload, ...] = (
     Workload("vae_dec_b8_k4s2", "float32", 8, 128, 64, (32, 32), 4, 2, 1),
     Workload("vae_dec_b4_k3s2", "float32", 4, 64, 32, (64, 64), 3, 2, 1, output_padding=1),
     Workload("tiny8x8_k4s2", "float32", 1, 64, 32, (8, 8), 4, 2, 1),
+    Workload("dcgan2d_k4s2_4x4", "float32", 1, 1024, 512, (4, 4), 4, 2, 1),
+    Workload("dcgan2d_k4s2_8x8", "float32", 1, 512, 256, (8, 8), 4, 2, 1),
     Workload("small32x32_k4s2", "float32", 1, 64, 32, (32, 32), 4, 2, 1),
     Workload("volume3d_f64_k2s2", "float64", 1, 32, 16, (32, 32, 32), 2, 2, 0),
     Workload("volume3d_f16_k2s2", "float16", 1, 64, 32, (32, 32, 32), 2, 2, 0),
