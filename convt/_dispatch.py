@@ -398,6 +398,60 @@ def winograd_route(problem, decision):
             and problem.multiply_adds() >= least)
 
 
+# --- col2im (convt._col2im) ----------------------------------------------------
+# ConvTranspose on maps of at most COL2IM_MAX_POSITIONS input positions whose
+# weights take at least COL2IM_MIN_WEIGHT_BYTES: each weight then serves a few
+# positions only, and the GEMM engine's three reads of the weights (them, the
+# copy its cache compares them with, the packed weights) bound the call, where
+# col2im reads them once, in place.
+COL2IM_MAX_POSITIONS = 64
+COL2IM_MIN_WEIGHT_BYTES = 1 << 20
+# Its products over the layer's multiply-adds (those reaching the output), at most.
+COL2IM_MAX_CROPPED = 1.5
+# A work item's products (positions x its channels' taps) stay within this, and
+# so do the panels of w it copies per K chunk (its columns x the chunk).
+COL2IM_PRODUCT_BYTES = 128 * 1024
+COL2IM_PANEL_BYTES = 128 * 1024
+# Input channels per kernel call: each call sums them into its products (blocked
+# sums of 64 steps), whose loads and stores a shorter call pays more often.
+COL2IM_DEPTH = 128
+
+
+def col2im_route(problem, decision):
+    """Whether a ConvTranspose runs col2im (convt._col2im): float32 or float64, on the
+    GEMM engine with a compiled kernel set, taps overlapping along some axis (a
+    kernel longer than its stride; where they do not, as in k2s2, each stride phase
+    is a one-tap product over x in place, which ran 0.8x as fast by col2im on 512 ->
+    256 over 8x8), at most COL2IM_MAX_POSITIONS input positions per image and at
+    least COL2IM_MIN_WEIGHT_BYTES of weights, and at most COL2IM_MAX_CROPPED times the
+    layer's multiply-adds in products (pads crop the products of edge taps: a kernel
+    far longer than the input must not cost its length)."""
+    positions = math.prod(problem.geometry.input_shape)
+    weight_bytes = (problem.group * problem.cg * problem.mg
+                    * math.prod(problem.geometry.kernel_shape) * problem.dtype.itemsize)
+    geometry = problem.geometry
+    overlapping = any(geometry.dilations[a] * (geometry.kernel_shape[a] - 1) >= geometry.strides[a]
+                      for a in range(geometry.ndim))
+    # col2im multiplies every tap of every position, also those the pads crop
+    products = (problem.batch * problem.group * problem.cg * problem.mg * positions
+                * math.prod(geometry.kernel_shape))
+    return (problem.transpose and problem.dtype in (np.float32, np.float64)
+            and decision.engine == "gemm" and decision.kernel_set != "blas"
+            and overlapping and positions <= COL2IM_MAX_POSITIONS
+            and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES
+            and products <= COL2IM_MAX_CROPPED * problem.multiply_adds())
+
+
+def col2im_sum_block(depth):
+    """Blocked-sum steps of col2im's products (each a sum over the input channels)."""
+    return SUM_BLOCK_DEEP if depth > SUM_BLOCK_SPLIT else SUM_BLOCK_SHALLOW
+
+
+def kernel_set_record(name, accumulation):
+    """The KernelSet (mr, nr, flags) of family ``name`` for ``accumulation``."""
+    return _family(name).kernel_set(accumulation)
+
+
 def winograd_phased(problem):
     """Whether a call is a 2-D ConvTranspose whose kernel is twice its stride on each
     axis, without dilation: each stride phase of its output is a 2x2 Conv of x, which
@@ -936,7 +990,8 @@ def tuning():
             WINOGRAD_PHASE_MIN_CHANNELS, WINOGRAD_PHASE_MIN_WORK, WINOGRAD_PHASE_SUM_BLOCK,
             WINOGRAD_PHASE_BLOCK_BYTES,
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
-            PLANE_MIN_PLANES)
+            PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
+            COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _environ, _planes, _records, _weight_cache, _winograd
+from . import _col2im, _dispatch, _environ, _planes, _records, _weight_cache, _winograd
 from ._compiled import load
 from ._geometry import Geometry
 from ._plan import conv_reaching_taps, direct_plan, gemm_plan
@@ -207,6 +207,7 @@ class Call:
     channels_last: bool = False  # x and y run as channels-last copies (channels_last_views)
     winograd: object = None      # convt._winograd.WinogradRun when Winograd serves the call
     plane: object = None         # convt._planes.PlaneRun when depthwise planes serve it
+    col2im: object = None        # convt._col2im.Col2imRun when col2im serves it
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -242,11 +243,14 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     winograd = (_winograd.plan(problem, run.decision) if engine is None and not overrides
                 and _dispatch.winograd_route(problem, run.decision) else None)
     plane = _planes.plan(problem, run.decision.row_family) if planes else None
+    col2im = (_col2im.plan(problem, run.decision) if engine is None and not overrides
+              and not fold and not channels_last and winograd is None
+              and _dispatch.col2im_route(problem, run.decision) else None)
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
                 element_strides(y), readable_extent(x),
                 np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
-                channels_last, winograd, plane)
+                channels_last, winograd, plane, col2im)
 
 
 def channels_last_views(x_shape, y_shape, dtype):
@@ -319,6 +323,11 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         threads = _dispatch.resolve_threads(num_threads, winograd.work_items,
                                             winograd.multiply_adds)
         if _winograd.run(winograd, x, w, b, y, call.geometry, call.group, threads):
+            return result
+    if call.col2im is not None:
+        col2im = call.col2im
+        threads = _dispatch.resolve_threads(num_threads, col2im.work_items, col2im.multiply_adds)
+        if _col2im.run(col2im, x, w, b, y, call.group, threads):
             return result
     if call.fold:
         x, w, y = folded(x, w, y)
@@ -527,6 +536,7 @@ class Explanation:
     channels_last_copies: bool = False  # see convt._dispatch.channels_last_problem
     winograd: object = None  # convt._winograd.WinogradRun when Winograd serves the call
     plane: object = None  # convt._planes.PlaneRun when depthwise planes serve the call
+    col2im: object = None  # convt._col2im.Col2imRun when col2im serves the call
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -559,6 +569,9 @@ class Explanation:
                 "non-finite weights, inputs or outputs: the GEMM engine below")
         if self.plane is not None:
             lines.append(f"  {_planes.describe(self.plane)} (instead of the engine below)")
+        if self.col2im is not None:
+            lines.append(f"  {_col2im.describe(self.col2im)} (instead of the engine below, which "
+                         "serves w of other layouts and y not C-contiguous)")
         lines += [f"  {reason}" for reason in decision.reasons]
         if decision.engine == "gemm":
             blocking = decision.blocking
@@ -671,10 +684,13 @@ def explain(layer, x_shape, w_shape, dtype=None):
     winograd = (_winograd.plan(problem, run.decision)
                 if _dispatch.winograd_route(problem, run.decision) else None)
     plane = _planes.plan(problem, run.decision.row_family) if planes else None
-    serving = plane or winograd  # an engine that runs instead of the plan's
+    col2im = (_col2im.plan(problem, run.decision)
+              if (winograd is None and copied is None and batch == x_shape[0]
+                  and _dispatch.col2im_route(problem, run.decision)) else None)
+    serving = plane or winograd or col2im  # an engine that runs instead of the plan's
     if serving is not None:
         threads = _dispatch.resolve_threads(layer._attributes().num_threads,
                                             serving.work_items, serving.multiply_adds)
     return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
-                       plane)
+                       plane, col2im)
 

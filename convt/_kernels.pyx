@@ -82,6 +82,7 @@ include "_channels.pxi"
 include "_stencil.pxi"
 include "_winograd.pxi"
 include "_planes.pxi"
+include "_col2im.pxi"
 include "_testing.pxi"
 
 _check_records()

@@ -1,0 +1,137 @@
+"""Weight-bound ConvTranspose on small maps by col2im (driven by
+``col2im_conv_transpose`` in _col2im.pxi).
+
+On a map of a few dozen positions with many channels (the first layers of a
+DCGAN generator: 1024 -> 512 on 4x4, 512 -> 256 on 8x8), every weight is used
+by a few positions only, so the call is bound by reading the weights.  The GEMM
+engine reads them three times (the weights and the copy its cache compares them
+with, then the packed weights); col2im reads them once, where they lie: the
+products of every input position with every (output channel, tap) column of w,
+``C[p, m * taps + t] = sum_c x[c, p] w[c, m, t]``, are computed by the set's gemm
+kernels with w's rows as B, then added to the outputs they land on.  The rule
+that picks it is :func:`convt._dispatch.col2im_route`.
+
+Every product of the definition is computed once and added to its output, so
+Inf and NaN propagate as the definition says; products landing outside the
+output (cropped by the pads) are dropped, as there.  Each output sums its
+products in a fixed order (position, then tap), whatever the thread count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dispatch
+from ._compiled import load
+
+
+@dataclass(frozen=True)
+class Col2imRun:
+    """How a col2im call is blocked (one per prepared call)."""
+
+    family: str            # the kernel set whose gemm kernels run
+    mr: int                # its kernels' rows (positions per kernel call)
+    run: int               # output channels per work item
+    work_items: int
+    depth_chunk: int       # input channels per kernel call (and per copy of w's panels)
+    sum_block: int         # blocked-sum steps
+    multiply_adds: int     # with the products cropped by the pads
+    table: np.ndarray      # (positions, taps): output index in a plane, or -1
+
+
+def _targets(geometry):
+    """(positions, taps) array: the index, in a C-ordered output plane, of the output
+    that input position p's tap t lands on, or -1 when the pads crop it."""
+    index = None
+    valid = None
+    for axis in range(geometry.ndim):
+        size_in = geometry.input_shape[axis]
+        size_out = geometry.output_shape[axis]
+        inputs = np.arange(size_in)[:, None]
+        taps = np.arange(geometry.kernel_shape[axis])[None, :]
+        out = (inputs * geometry.strides[axis] - geometry.pads_begin[axis]
+               + taps * geometry.dilations[axis])               # (in, k)
+        inside = (out >= 0) & (out < size_out)
+        if index is None:
+            index, valid = out, inside
+            continue
+        # positions and taps in C order: earlier axes vary slowest
+        index = (index[:, None, :, None] * size_out + out[None, :, None, :])
+        valid = valid[:, None, :, None] & inside[None, :, None, :]
+        shape = (index.shape[0] * index.shape[1], index.shape[2] * index.shape[3])
+        index, valid = index.reshape(shape), valid.reshape(shape)
+    return np.ascontiguousarray(np.where(valid, index, -1), dtype=np.intp)
+
+
+def plan(problem, decision):
+    """The Col2imRun of a problem that col2im_route accepts."""
+    geometry = problem.geometry
+    kernels = _dispatch.kernel_set_record(decision.kernel_set, decision.accumulation)
+    positions = math.prod(geometry.input_shape)
+    taps = math.prod(geometry.kernel_shape)
+    itemsize = decision.accumulation.itemsize
+    # the item's products stay within COL2IM_PRODUCT_BYTES, and the items keep the
+    # threads busy (work_items_target) where the channels allow
+    fitting = max(1, _dispatch.COL2IM_PRODUCT_BYTES // (positions * taps * itemsize))
+    wanted = max(1, -(-_dispatch.work_items_target() // (problem.batch * problem.group)))
+    # and the panels of w it copies per K chunk of COL2IM_DEPTH input channels
+    panels = max(1, _dispatch.COL2IM_PANEL_BYTES
+                 // (min(problem.cg, _dispatch.COL2IM_DEPTH) * taps * itemsize))
+    run = max(1, min(problem.mg, fitting, panels, -(-problem.mg // wanted)))
+    # whole panels of columns where the channels allow
+    unit = kernels.nr // math.gcd(kernels.nr, taps)
+    if run > unit:
+        run = run // unit * unit
+    runs = -(-problem.mg // run)
+    table = _targets(geometry)
+    # the item's panels of w (its columns x the chunk) stay within COL2IM_PANEL_BYTES
+    panel_columns = -(-run * taps // kernels.nr) * kernels.nr
+    depth_chunk = max(1, min(problem.cg, _dispatch.COL2IM_DEPTH,
+                             _dispatch.COL2IM_PANEL_BYTES // (panel_columns * itemsize)))
+    return Col2imRun(decision.kernel_set, kernels.mr, run, problem.batch * problem.group * runs,
+                     depth_chunk, _dispatch.col2im_sum_block(problem.cg),
+                     int((table >= 0).sum()) * problem.cg * problem.mg * problem.group
+                     * problem.batch, table)
+
+
+def packed_input(x, group, mr):
+    """x (N, C, spatial...) as (N, G, Cg * P): per image and group, its positions in
+    row blocks of ``mr`` ([block][Cg][rows of the block])."""
+    batch, channels = x.shape[:2]
+    positions = math.prod(x.shape[2:])
+    xt = x.reshape(batch, group, channels // group, positions)
+    blocks = [np.ascontiguousarray(xt[..., start:start + mr]).reshape(batch, group, -1)
+              for start in range(0, positions, mr)]
+    return np.ascontiguousarray(np.concatenate(blocks, axis=2))
+
+
+def run(col2im, x, w, b, y, group, threads):
+    """Fill ``y`` with ConvTranspose(x, w, b); False (nothing written) when the operands'
+    layouts do not allow it: w's (output channel, tap) columns not one run per input
+    channel, or y not C-contiguous."""
+    batch, channels = x.shape[:2]
+    grouped = w.reshape((group, channels // group, -1)) if w.flags.c_contiguous else None
+    if grouped is None or not y.flags.c_contiguous:
+        return False
+    dtype = y.dtype
+    if x.dtype != dtype:
+        return False
+    packed = packed_input(x, group, col2im.mr)
+    bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
+    load().col2im_conv_transpose(col2im.family, packed, grouped, bias,
+                                 y.reshape(batch, y.shape[1], -1), col2im.table, col2im.run,
+                                 col2im.depth_chunk, col2im.sum_block, threads)
+    return True
+
+
+def describe(col2im):
+    """One line for :func:`convt.explain`."""
+    positions, taps = col2im.table.shape
+    return (f"col2im: the products of the {positions} input positions with every (output "
+            f"channel, tap) column of w read in place (no packing), added to the outputs they "
+            f"land on; {col2im.run} output channel(s) per work item, {col2im.work_items} "
+            f"work items, K chunks of {col2im.depth_chunk}, blocked sums of "
+            f"{col2im.sum_block}, kernel set {col2im.family}")
