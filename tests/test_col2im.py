@@ -149,9 +149,10 @@ def test_targets_map_each_tap_to_its_output():
 
 
 def test_route(monkeypatch):
-    monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES", 1 << 20)
+    monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES", 512 << 10)
     k4s2 = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
     assert _serves(k4s2, (1, 512, 4, 4), (512, 256, 4, 4))           # 8 MiB of weights
+    assert _serves(k4s2, (1, 128, 8, 8), (128, 64, 4, 4))            # 512 KiB
     assert _serves(k4s2, (1, 512, 8, 8), (512, 256, 4, 4), np.float64)
     assert not _serves(k4s2, (1, 512, 16, 16), (512, 256, 4, 4))     # 256 positions
     assert not _serves(k4s2, (1, 64, 8, 8), (64, 32, 4, 4))          # 128 KiB of weights
