@@ -8,7 +8,8 @@ engine reads them three times (the weights and the copy its cache compares them
 with, then the packed weights); col2im reads them once, where they lie: the
 products of every input position with every (output channel, tap) column of w,
 ``C[p, m * taps + t] = sum_c x[c, p] w[c, m, t]``, are computed by the set's gemm
-kernels with w's rows as B, then added to the outputs they land on.  The rule
+kernels with w's rows as B (copied chunk by chunk into panels in L2, front to
+back), then added to the outputs they land on.  The rule
 that picks it is :func:`convt._dispatch.col2im_route`.
 
 Every product of the definition is computed once and added to its output, so
@@ -131,7 +132,7 @@ def describe(col2im):
     """One line for :func:`convt.explain`."""
     positions, taps = col2im.table.shape
     return (f"col2im: the products of the {positions} input positions with every (output "
-            f"channel, tap) column of w read in place (no packing), added to the outputs they "
-            f"land on; {col2im.run} output channel(s) per work item, {col2im.work_items} "
-            f"work items, K chunks of {col2im.depth_chunk}, blocked sums of "
-            f"{col2im.sum_block}, kernel set {col2im.family}")
+            f"channel, tap) column of w, w read once per call (not packed and cached), added "
+            f"to the outputs they land on; {col2im.run} output channel(s) per work item, "
+            f"{col2im.work_items} work items, K chunks of {col2im.depth_chunk}, blocked sums "
+            f"of {col2im.sum_block}, kernel set {col2im.family}")
