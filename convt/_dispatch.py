@@ -410,6 +410,8 @@ COL2IM_MAX_POSITIONS = 64
 COL2IM_MIN_WEIGHT_BYTES = 512 << 10
 # Its products over the layer's multiply-adds (those reaching the output), at most.
 COL2IM_MAX_CROPPED = 1.5
+# The copy of x it makes (every image's positions in the kernels' row blocks), at most.
+COL2IM_MAX_INPUT_BYTES = 16 << 20
 # A work item's products (positions x its channels' taps) stay within this, and
 # so do the panels of w it copies per K chunk (its columns x the chunk).
 COL2IM_PRODUCT_BYTES = 128 * 1024
@@ -425,7 +427,8 @@ def col2im_route(problem, decision):
     kernel longer than its stride; where they do not, as in k2s2, each stride phase
     is a one-tap product over x in place, which ran 0.8x as fast by col2im on 512 ->
     256 over 8x8), at most COL2IM_MAX_POSITIONS input positions per image and at
-    least COL2IM_MIN_WEIGHT_BYTES of weights, and at most COL2IM_MAX_CROPPED times the
+    least COL2IM_MIN_WEIGHT_BYTES of weights, an x of at most COL2IM_MAX_INPUT_BYTES
+    (col2im copies it whole), and at most COL2IM_MAX_CROPPED times the
     layer's multiply-adds in products (pads crop the products of edge taps: a kernel
     far longer than the input must not cost its length)."""
     positions = math.prod(problem.geometry.input_shape)
@@ -437,10 +440,13 @@ def col2im_route(problem, decision):
     # col2im multiplies every tap of every position, also those the pads crop
     products = (problem.batch * problem.group * problem.cg * problem.mg * positions
                 * math.prod(geometry.kernel_shape))
+    # x is copied once into the kernels' row blocks: bounded, whatever the batch
+    input_bytes = problem.batch * problem.group * problem.cg * positions * problem.dtype.itemsize
     return (problem.transpose and problem.dtype in (np.float32, np.float64)
             and decision.engine == "gemm" and decision.kernel_set != "blas"
             and overlapping and positions <= COL2IM_MAX_POSITIONS
             and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES
+            and input_bytes <= COL2IM_MAX_INPUT_BYTES
             and products <= COL2IM_MAX_CROPPED * problem.multiply_adds())
 
 
@@ -993,7 +999,8 @@ def tuning():
             WINOGRAD_PHASE_BLOCK_BYTES,
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
             PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
-            COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED)
+            COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
+            COL2IM_MAX_INPUT_BYTES)
 
 
 # Environment variables that set the default thread count, first found wins

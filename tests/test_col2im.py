@@ -163,4 +163,7 @@ def test_route(monkeypatch):
     # pads crop would be most of col2im's work
     cropped = ConvTranspose(output_shape=(12,))
     assert not _serves(cropped, (1, 256, 4), (256, 64, 256))
+    # a batch whose copy of x would pass COL2IM_MAX_INPUT_BYTES keeps the GEMM engine
+    assert _serves(k4s2, (512, 512, 4, 4), (512, 256, 4, 4))         # 16 MiB of x
+    assert not _serves(k4s2, (513, 512, 4, 4), (512, 256, 4, 4))
     assert "col2im" in str(explain(k4s2, (1, 512, 4, 4), (512, 256, 4, 4)))
