@@ -5,7 +5,7 @@ On a map of a few dozen positions with many channels (the first layers of a
 DCGAN generator: 1024 -> 512 on 4x4, 512 -> 256 on 8x8), every weight is used
 by a few positions only, so the call is bound by reading the weights.  The GEMM
 engine reads them three times (the weights and the copy its cache compares them
-with, then the packed weights); col2im reads them once, where they lie: the
+with, then the packed weights); col2im reads them once, front to back: the
 products of every input position with every (output channel, tap) column of w,
 ``C[p, m * taps + t] = sum_c x[c, p] w[c, m, t]``, are computed by the set's gemm
 kernels with w's rows as B (copied chunk by chunk into panels in L2, front to

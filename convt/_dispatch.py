@@ -406,8 +406,13 @@ def winograd_route(problem, decision):
 # col2im reads them once.  k4s2 on 8x8, 1 Zen 3 thread, against the GEMM engine:
 # 128 KiB of weights (64 -> 32) 0.87x, 256 KiB 0.98-1.08x, 512 KiB (128 -> 64)
 # 1.22x (1.07x at 2 threads), 8 MiB (512 -> 256) 1.5x.
-COL2IM_MAX_POSITIONS = 64
+# Past 64 positions it needs more weight per position: 512 -> 256 (8 MiB) on 10x10
+# and 12x12 1.31x and 1.36x (1.24x and 1.27x at 2 threads), 256 -> 128 (2 MiB) on
+# 10x10 and 12x12 1.06x and 1.07x (1.03x at 2 threads), but on 16x16 0.92x (0.89x),
+# 128 -> 64 (512 KiB) on 16x16 0.80x.
+COL2IM_MAX_POSITIONS = 144
 COL2IM_MIN_WEIGHT_BYTES = 512 << 10
+COL2IM_MIN_WEIGHT_BYTES_PER_POSITION = 8 << 10
 # Its products over the layer's multiply-adds (those reaching the output), at most.
 COL2IM_MAX_CROPPED = 1.5
 # The copy of x it makes (every image's positions in the kernels' row blocks), at most.
@@ -426,8 +431,9 @@ def col2im_route(problem, decision):
     GEMM engine with a compiled kernel set, taps overlapping along some axis (a
     kernel longer than its stride; where they do not, as in k2s2, each stride phase
     is a one-tap product over x in place, which ran 0.8x as fast by col2im on 512 ->
-    256 over 8x8), at most COL2IM_MAX_POSITIONS input positions per image and at
-    least COL2IM_MIN_WEIGHT_BYTES of weights, an x of at most COL2IM_MAX_INPUT_BYTES
+    256 over 8x8), at most COL2IM_MAX_POSITIONS input positions per image, at least
+    COL2IM_MIN_WEIGHT_BYTES of weights and COL2IM_MIN_WEIGHT_BYTES_PER_POSITION per
+    position, an x of at most COL2IM_MAX_INPUT_BYTES
     (col2im copies it whole), and at most COL2IM_MAX_CROPPED times the
     layer's multiply-adds in products (pads crop the products of edge taps: a kernel
     far longer than the input must not cost its length)."""
@@ -446,6 +452,7 @@ def col2im_route(problem, decision):
             and decision.engine == "gemm" and decision.kernel_set != "blas"
             and overlapping and positions <= COL2IM_MAX_POSITIONS
             and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES
+            and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES_PER_POSITION * positions
             and input_bytes <= COL2IM_MAX_INPUT_BYTES
             and products <= COL2IM_MAX_CROPPED * problem.multiply_adds())
 
@@ -1000,7 +1007,7 @@ def tuning():
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
             PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
-            COL2IM_MAX_INPUT_BYTES)
+            COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -14,8 +14,9 @@ from convt._reference import reference_conv_transpose
 
 @pytest.fixture(autouse=True)
 def small_weights_run_col2im(monkeypatch):
-    """The route on small, fast layers: its weight threshold lowered."""
+    """The route on small, fast layers: its weight thresholds lowered."""
     monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES", 4096)
+    monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES_PER_POSITION", 64)
 
 
 def _serves(layer, x_shape, w_shape, dtype=np.float32):
@@ -150,11 +151,14 @@ def test_targets_map_each_tap_to_its_output():
 
 def test_route(monkeypatch):
     monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES", 512 << 10)
+    monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES_PER_POSITION", 8 << 10)
     k4s2 = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
     assert _serves(k4s2, (1, 512, 4, 4), (512, 256, 4, 4))           # 8 MiB of weights
     assert _serves(k4s2, (1, 128, 8, 8), (128, 64, 4, 4))            # 512 KiB
     assert _serves(k4s2, (1, 512, 8, 8), (512, 256, 4, 4), np.float64)
-    assert not _serves(k4s2, (1, 512, 16, 16), (512, 256, 4, 4))     # 256 positions
+    assert _serves(k4s2, (1, 512, 12, 12), (512, 256, 4, 4))         # 144 positions
+    assert not _serves(k4s2, (1, 128, 12, 12), (128, 64, 4, 4))      # 3.6 KiB per position
+    assert not _serves(k4s2, (1, 256, 13, 13), (256, 128, 4, 4))     # 169 positions
     assert not _serves(k4s2, (1, 64, 8, 8), (64, 32, 4, 4))          # 128 KiB of weights
     assert not _serves(k4s2, (1, 512, 4, 4), (512, 256, 4, 4), np.float16)
     # taps that do not overlap (kernel = stride): phases of one tap over x in place
