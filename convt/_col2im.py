@@ -70,7 +70,7 @@ def _targets(geometry):
 def plan(problem, decision):
     """The Col2imRun of a problem that col2im_route accepts."""
     geometry = problem.geometry
-    kernels = _dispatch.kernel_set_record(decision.kernel_set, decision.accumulation)
+    mr, nr = decision.blocking.mr, decision.blocking.nr
     positions = math.prod(geometry.input_shape)
     taps = math.prod(geometry.kernel_shape)
     itemsize = decision.accumulation.itemsize
@@ -83,17 +83,18 @@ def plan(problem, decision):
                  // (min(problem.cg, _dispatch.COL2IM_DEPTH) * taps * itemsize))
     run = max(1, min(problem.mg, fitting, panels, -(-problem.mg // wanted)))
     # whole panels of columns where the channels allow
-    unit = kernels.nr // math.gcd(kernels.nr, taps)
+    unit = nr // math.gcd(nr, taps)
     if run > unit:
         run = run // unit * unit
     runs = -(-problem.mg // run)
     table = _targets(geometry)
     # the item's panels of w (its columns x the chunk) stay within COL2IM_PANEL_BYTES
-    panel_columns = -(-run * taps // kernels.nr) * kernels.nr
+    panel_columns = -(-run * taps // nr) * nr
     depth_chunk = max(1, min(problem.cg, _dispatch.COL2IM_DEPTH,
                              _dispatch.COL2IM_PANEL_BYTES // (panel_columns * itemsize)))
-    return Col2imRun(decision.kernel_set, kernels.mr, run, problem.batch * problem.group * runs,
-                     depth_chunk, _dispatch.col2im_sum_block(problem.cg),
+    # each product sums all input channels, as a Conv's does: the GEMM engine's blocks
+    return Col2imRun(decision.kernel_set, mr, run, problem.batch * problem.group * runs,
+                     depth_chunk, decision.blocking.sum_block(problem.cg, problem.cg),
                      int((table >= 0).sum()) * problem.cg * problem.mg * problem.group
                      * problem.batch, table)
 

@@ -428,7 +428,7 @@ COL2IM_DEPTH = 128
 
 def col2im_route(problem, decision):
     """Whether a ConvTranspose runs col2im (convt._col2im): float32 or float64, on the
-    GEMM engine with a compiled kernel set, taps overlapping along some axis (a
+    GEMM engine with a compiled kernel set, not served by Winograd, taps overlapping along some axis (a
     kernel longer than its stride; where they do not, as in k2s2, each stride phase
     is a one-tap product over x in place, which ran 0.8x as fast by col2im on 512 ->
     256 over 8x8), at most COL2IM_MAX_POSITIONS input positions per image, at least
@@ -450,21 +450,11 @@ def col2im_route(problem, decision):
     input_bytes = problem.batch * problem.group * problem.cg * positions * problem.dtype.itemsize
     return (problem.transpose and problem.dtype in (np.float32, np.float64)
             and decision.engine == "gemm" and decision.kernel_set != "blas"
-            and overlapping and positions <= COL2IM_MAX_POSITIONS
+            and not winograd_route(problem, decision) and overlapping and positions <= COL2IM_MAX_POSITIONS
             and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES
             and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES_PER_POSITION * positions
             and input_bytes <= COL2IM_MAX_INPUT_BYTES
             and products <= COL2IM_MAX_CROPPED * problem.multiply_adds())
-
-
-def col2im_sum_block(depth):
-    """Blocked-sum steps of col2im's products (each a sum over the input channels)."""
-    return SUM_BLOCK_DEEP if depth > SUM_BLOCK_SPLIT else SUM_BLOCK_SHALLOW
-
-
-def kernel_set_record(name, accumulation):
-    """The KernelSet (mr, nr, flags) of family ``name`` for ``accumulation``."""
-    return _family(name).kernel_set(accumulation)
 
 
 def winograd_phased(problem):

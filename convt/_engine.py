@@ -244,7 +244,7 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
                 and _dispatch.winograd_route(problem, run.decision) else None)
     plane = _planes.plan(problem, run.decision.row_family) if planes else None
     col2im = (_col2im.plan(problem, run.decision) if engine is None and not overrides
-              and not fold and not channels_last and winograd is None
+              and not fold and not channels_last
               and _dispatch.col2im_route(problem, run.decision) else None)
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
                 element_strides(_grouped_weight(w, group, channels, transpose)),
@@ -685,7 +685,7 @@ def explain(layer, x_shape, w_shape, dtype=None):
                 if _dispatch.winograd_route(problem, run.decision) else None)
     plane = _planes.plan(problem, run.decision.row_family) if planes else None
     col2im = (_col2im.plan(problem, run.decision)
-              if (winograd is None and copied is None and batch == x_shape[0]
+              if (copied is None and batch == x_shape[0]
                   and _dispatch.col2im_route(problem, run.decision)) else None)
     serving = plane or winograd or col2im  # an engine that runs instead of the plan's
     if serving is not None:

@@ -199,24 +199,20 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
         # one block (few rows, shallow reductions): thousands of short calls per tile
         row = block_start(g, stack, tile.first_block)
         width = block_start(g, stack, tile.first_block + 1) - row
-        half = g.layout.half_panels and 2 * (used - (panels - 1) * panel) <= panel
         for p in range(panels):
-            variant = VARIANT_HALF if half and p == panels - 1 else VARIANT_PLAIN
-            if p < direct:
-                micro_kernel(g, variant, width, &y_call,
-                             weights + row * depth + call.k_begin * width, operand + p * panel,
-                             y_rows + (row - tile.first_row) * y_ldc + p * panel, NULL)
-            else:
-                micro_kernel(g, variant, width, call,
-                             weights + row * depth + call.k_begin * width, operand + p * panel,
-                             product + (row - tile.first_row) * call.ldc + p * panel, NULL)
+            current = &y_call if p < direct else call
+            c_rows = y_rows + p * panel if p < direct else product + p * panel
+            half = panel_width(g, used, p, panel) < panel
+            micro_kernel(g, VARIANT_HALF if half else VARIANT_PLAIN, width, current,
+                         weights + row * depth + call.k_begin * width, operand + p * panel,
+                         c_rows + (row - tile.first_row) * current.ldc, NULL)
         return
     for p in range(panels):
         b = operand + p * panel
         current = &y_call if p < direct else call
         c_rows = y_rows + p * panel if p < direct else product + p * panel
         # a last panel of at most NR / 2 positions: the half-width kernels
-        half = g.layout.half_panels and 2 * (used - p * panel) <= panel
+        half = panel_width(g, used, p, panel) < panel
         pack_to = panel_buffer if pack and not half else NULL
         for block in range(tile.first_block, tile.end_block):
             row = block_start(g, stack, block)
