@@ -457,6 +457,50 @@ def col2im_route(problem, decision):
             and products <= COL2IM_MAX_CROPPED * problem.multiply_adds())
 
 
+# Conv layers whose weights are read from w block by block during the call
+# (GemmEngine.run's stream_weights) rather than packed once and remembered: more
+# than STREAM_MIN_WEIGHT_BYTES of weights over at most STREAM_MAX_POSITIONS outputs
+# per image.  A remembered packing costs each call a comparison of w with its copy
+# and then the packed weights, three times the weights through the caches; the
+# stream reads w once but transposes each block as it goes, which costs about what
+# the comparison does.  On Zen 3 (1 and 2 threads, separate processes, alternating):
+# 512 -> 512 3x3 over 7x7 (9 MiB) 1.1-1.25x and 512 -> 1024 3x3 s2 over 14x14
+# (18 MiB) 1.2-1.35x faster streamed; 1024 -> 2048 1x1 s2 (8 MiB) 0.95-1.0x,
+# 2048 -> 512 1x1 over 7x7 (4 MiB) 0.85-0.95x, 512 -> 512 3x3 over 14x14 (196
+# outputs) 0.9-1.05x.
+STREAM_MIN_WEIGHT_BYTES = 8 << 20
+STREAM_MAX_POSITIONS = 64
+
+
+def streams_weights(problem, decision, plan, w_strides):
+    """Whether a Conv on the GEMM engine reads its weights from w itself, one row
+    block and K chunk at a time (convt._gemm.pxi, streamed_weights), instead of
+    packing them.  A packed copy is remembered between calls (convt._weight_cache),
+    but every call compares w with the copy it came from: on 512 -> 512 3x3 over 7x7
+    that comparison and the packed weights it pushes out of the caches took a
+    quarter of the call.  Streaming reads w once per call, so it serves large weights
+    (see STREAM_MIN_WEIGHT_BYTES) where each
+    row block is used by one work item (one image, one tile; the row groups split the
+    rows) of a transposed stack of one phase whose taps are the kernel's in C order,
+    with w of the accumulation type and each output channel's weights contiguous
+    (``w_strides``: the element strides of w's (group, C/group, M/group, k...) view)."""
+    if (problem.transpose or decision.engine != "gemm" or decision.kernel_set == "blas"
+            or problem.dtype != decision.accumulation or problem.batch != 1
+            or len(plan.stacks) != 1):
+        return False
+    stack = plan.stacks[0]
+    kernel = problem.geometry.kernel_shape
+    taps = math.prod(kernel)
+    in_order = [taps] + [math.prod(kernel[a + 1:]) for a in range(len(kernel))]
+    weight_bytes = problem.out_channels * problem.cg * taps * problem.dtype.itemsize
+    return bool(stack["transposed"] and stack["phases"] == 1 and stack["taps"] == taps
+                and stack["items"] == stack["row_groups"]
+                and [list(k) for k in plan.kernel_index] == [list(k) for k in np.ndindex(kernel)]
+                and list(w_strides[1:2]) + list(w_strides[3:]) == in_order
+                and weight_bytes > STREAM_MIN_WEIGHT_BYTES
+                and math.prod(problem.geometry.output_shape) <= STREAM_MAX_POSITIONS)
+
+
 def winograd_phased(problem):
     """Whether a call is a 2-D ConvTranspose whose kernel is twice its stride on each
     axis, without dilation: each stride phase of its output is a 2x2 Conv of x, which
@@ -997,7 +1041,8 @@ def tuning():
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
             PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
-            COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION)
+            COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
+            STREAM_MIN_WEIGHT_BYTES, STREAM_MAX_POSITIONS)
 
 
 # Environment variables that set the default thread count, first found wins

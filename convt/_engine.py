@@ -208,6 +208,7 @@ class Call:
     winograd: object = None      # convt._winograd.WinogradRun when Winograd serves the call
     plane: object = None         # convt._planes.PlaneRun when depthwise planes serve it
     col2im: object = None        # convt._col2im.Col2imRun when col2im serves it
+    streamed: bool = False       # the GEMM engine reads w as it goes (_dispatch.streams_weights)
 
 
 def _grouped_weight(w, group, channels, transpose):
@@ -246,11 +247,12 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     col2im = (_col2im.plan(problem, run.decision) if engine is None and not overrides
               and not fold and not channels_last
               and _dispatch.col2im_route(problem, run.decision) else None)
-    return Call(run, transpose, geometry, group, work_items(run.plan), x_strides,
-                element_strides(_grouped_weight(w, group, channels, transpose)),
+    w_strides = element_strides(_grouped_weight(w, group, channels, transpose))
+    streamed = _dispatch.streams_weights(problem, run.decision, run.plan, w_strides)
+    return Call(run, transpose, geometry, group, work_items(run.plan), x_strides, w_strides,
                 element_strides(y), readable_extent(x),
                 np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
-                channels_last, winograd, plane, col2im)
+                channels_last, winograd, plane, col2im, streamed)
 
 
 def channels_last_views(x_shape, y_shape, dtype):
@@ -358,7 +360,7 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     if run.decision.engine == "direct":
         _run_direct(arrays, run, threads)
     else:
-        _run_gemm(arrays, run, threads, finite=False)
+        _run_gemm(arrays, run, threads, finite=False, streamed=call.streamed)
     if call.channels_last:
         channels_first_copy(decision.row_family, y, result)
         y = result
@@ -453,14 +455,22 @@ def _packed_weights(arrays, run, threads, finite):
     return packed, non_finite
 
 
-def _run_gemm(arrays, run, threads, finite=True):
+# The packed-weights argument of a run that streams w (never read).
+_NOTHING_PACKED = (np.zeros(1, np.float32), np.zeros(1, np.float64))
+
+
+def _run_gemm(arrays, run, threads, finite=True, streamed=False):
     """Run the GEMM engine; False (nothing done) if the direct engine must serve
     the call: w holds non-finite weights the GEMM cannot handle exactly.
     ``finite``: ConvTranspose, whose zero padding is not part of the operator
-    (Conv's is: its non-finite weights are packed as they are)."""
+    (Conv's is: its non-finite weights are packed as they are).  ``streamed``:
+    the engine reads w itself (a Conv's, see _dispatch.streams_weights)."""
     plan, decision = run.plan, run.decision
     accumulation = decision.accumulation
-    packed, non_finite = _packed_weights(arrays, run, threads, finite)
+    if streamed:
+        packed, non_finite = _NOTHING_PACKED[accumulation.itemsize == 8], 0
+    else:
+        packed, non_finite = _packed_weights(arrays, run, threads, finite)
     if non_finite:
         bad = np.argwhere(~np.isfinite(arrays.w))
         if len(bad) > MAX_NON_FINITE_WEIGHTS or not np.isfinite(arrays.x).all():
@@ -476,7 +486,7 @@ def _run_gemm(arrays, run, threads, finite=True):
         with controller().single_threaded():
             run.engine.run(arrays, packed, workspace, scratch, threads)
     else:
-        run.engine.run(arrays, packed, workspace, scratch, threads)
+        run.engine.run(arrays, packed, workspace, scratch, threads, streamed)
     if non_finite:
         add_weight_contributions(arrays, bad, run.problem)
     return True
@@ -537,6 +547,7 @@ class Explanation:
     winograd: object = None  # convt._winograd.WinogradRun when Winograd serves the call
     plane: object = None  # convt._planes.PlaneRun when depthwise planes serve the call
     col2im: object = None  # convt._col2im.Col2imRun when col2im serves the call
+    streamed: bool = False  # the GEMM engine reads w as it goes (_dispatch.streams_weights)
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -601,9 +612,11 @@ class Explanation:
                     f"tiles {stack['tile_rows']} x {stack['tile_cols']}, "
                     f"{stack['items']} item(s) per image and group" + (f"; {kind}" if kind else ""))
             workspace = plan.workspace_per_thread * decision.accumulation.itemsize
+            weights = ("weights read from w block by block as they are used, not packed"
+                       if self.streamed else "packed weights "
+                       f"{plan.packed_size * decision.accumulation.itemsize / 2**10:.0f} KiB")
             lines.append(f"  {len(plan.items)} work items on {self.threads} thread(s); "
-                         f"workspace {workspace / 2**20:.2f} MiB per thread, packed weights "
-                         f"{plan.packed_size * decision.accumulation.itemsize / 2**10:.0f} KiB")
+                         f"workspace {workspace / 2**20:.2f} MiB per thread, {weights}")
         else:
             layout = plan.layout[0]
             workspace = layout["floats"] * decision.accumulation.itemsize
@@ -687,10 +700,19 @@ def explain(layer, x_shape, w_shape, dtype=None):
     col2im = (_col2im.plan(problem, run.decision)
               if (copied is None and batch == x_shape[0]
                   and _dispatch.col2im_route(problem, run.decision)) else None)
+    streamed = False
+    if not transpose and getattr(layer, "filter_format", "OIX") == "OIX":
+        # a C-contiguous w, as a view of one element: only its strides are read (in
+        # other filter layouts no output channel's weights are contiguous)
+        c_strides = [dtype.itemsize * math.prod(w_shape[a + 1:]) for a in range(len(w_shape))]
+        w_view = np.lib.stride_tricks.as_strided(np.empty(1, dtype), w_shape, c_strides)
+        streamed = _dispatch.streams_weights(
+            problem, run.decision, run.plan,
+            element_strides(_grouped_weight(w_view, group, in_channels, transpose)))
     serving = plane or winograd or col2im  # an engine that runs instead of the plan's
     if serving is not None:
         threads = _dispatch.resolve_threads(layer._attributes().num_threads,
                                             serving.work_items, serving.multiply_adds)
     return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
-                       plane, col2im)
+                       plane, col2im, streamed and serving is None)
 

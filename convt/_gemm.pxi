@@ -240,14 +240,40 @@ cdef inline void transposed_kernel(const Gemm* g, Py_ssize_t vectors, Py_ssize_t
             p.depth, p.block, a, b, p.offsets, c, ldc, p.accumulate)
 
 
-cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const Panel* call,
-                                   const acc_t* weights, const acc_t* operand, TileSpan tile,
-                                   acc_t* transposed) noexcept nogil:
+cdef inline const acc_t* streamed_weights(const Gemm* g, const WorkItem* item, Py_ssize_t row,
+                                          Py_ssize_t width, const Panel* call,
+                                          acc_t* buffer) noexcept nogil:
+    """Rows [row, row + width) of the group's weights for this K chunk, copied from w
+    itself into ``buffer`` as packing lays them out ([depth][width]).
+
+    Only where convt._dispatch.streams_weights allowed it: a Conv stack of one phase
+    whose taps are the kernel's in C order, w of the accumulation type with each
+    output channel's (input channel, kernel) weights contiguous (K row k is then
+    w[row][k]), and every row block in one work item per call, so that w is read
+    once per call, with no packed copy, no cache entry and no comparison.
+    """
+    cdef const acc_t* source = <const acc_t*>element(
+        g.ops.w, item.group * g.ops.w_strides[0] + row * g.ops.w_strides[2],
+        g.storage.type) + call.k_begin
+    if acc_t is float:
+        g.storage.kernels.f32.transpose(width, call.depth, source, g.ops.w_strides[2], buffer,
+                                        width, NULL)
+    else:
+        g.storage.kernels.f64.transpose(width, call.depth, source, g.ops.w_strides[2], buffer,
+                                        width, NULL)
+    return buffer
+
+
+cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const WorkItem* item,
+                                   const Panel* call, const acc_t* weights,
+                                   const acc_t* operand, TileSpan tile, acc_t* transposed,
+                                   acc_t* panel_buffer) noexcept nogil:
     """transposed[:used, item rows] (+)= (weights[item rows, this K chunk] @ operand)^T.
 
     Row blocks are one or two vectors of rows (see convt._plan._transposed); each
     block's chunk of weights (at most NR rows x the chunk) stays in L1 while the
-    tile's positions pass MR at a time, broadcast from the operand.
+    tile's positions pass MR at a time, broadcast from the operand.  With
+    ``g.stream_weights`` the chunk is copied from w into ``panel_buffer`` first.
     """
     cdef Py_ssize_t depth = g.problem.cg * stack.taps
     cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
@@ -261,7 +287,10 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
     for block in range(tile.first_block, tile.end_block):
         row = block_start(g, stack, block)
         width = block_start(g, stack, block + 1) - row
-        a = weights + row * depth + call.k_begin * width
+        if g.stream_weights:
+            a = streamed_weights(g, item, row, width, call, panel_buffer)
+        else:
+            a = weights + row * depth + call.k_begin * width
         c = transposed + (row - tile.first_row)
         p = 0
         while p < used:
@@ -474,7 +503,8 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                     multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
                                    panel_buffer)
                 elif stack.transposed:
-                    multiply_tile_transposed(g, stack, &call, weights, operand, tile, transposed)
+                    multiply_tile_transposed(g, stack, item, &call, weights, operand, tile,
+                                             transposed, panel_buffer)
                 else:
                     multiply_tile(g, stack, &call, weights, operand, False, tile, product,
                                   panel_buffer, y_rows, y_ldc)
@@ -610,11 +640,14 @@ cdef class GemmEngine:
         self.n_items = plan.items.shape[0]
         self.doubles = decision.accumulation.itemsize == 8
 
-    def run(self, arrays, packed, workspace, scratch, int num_threads):
+    def run(self, arrays, packed, workspace, scratch, int num_threads,
+            bint stream_weights=False):
         """Every work item, on ``arrays`` (convt._engine.Operands) with the packed
         weights, shared by up to ``num_threads`` pool threads; ``workspace`` is
         (threads, layout.per_thread) of the accumulation type and ``scratch``
-        (threads, ndim) intp.  Returns the threads that took part."""
+        (threads, ndim) intp.  With ``stream_weights`` (see streamed_weights) the
+        transposed stacks read w itself and ``packed`` is not read.  Returns the
+        threads that took part."""
         cdef Gemm g = self.g
         cdef GemmJob job
         cdef Signals signals = signals_for_this_call()
@@ -624,6 +657,7 @@ cdef class GemmEngine:
         g.signals = &signals
         g.x_extent = arrays.x_extent if arrays.x_channel_offsets is not None else 0
         g.x_channel_offsets = <const Py_ssize_t*>data_of(arrays.x_channel_offsets)
+        g.stream_weights = stream_weights
         job.g = &g
         job.packed = data_of(packed)
         job.workspace = <void*>data_of(workspace)

@@ -345,6 +345,8 @@ cdef struct Gemm:
     const Py_ssize_t* panel_offsets
     const Py_ssize_t* x_channel_offsets  # [k] = k * x's channel stride (x read in place)
     Py_ssize_t x_extent                # elements readable from x's data pointer (0: none)
+    bint stream_weights                # transposed stacks read w itself, block by block
+                                       # (see streamed_weights); the packed weights are unused
 
 
 # The scalar arguments of one micro-kernel call.
