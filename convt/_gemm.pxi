@@ -281,7 +281,13 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
     cdef Py_ssize_t lanes = stack.panel // 2
     cdef Py_ssize_t mr = (g.storage.kernels.f32.mr if acc_t is float
                           else g.storage.kernels.f64.mr)
-    cdef Py_ssize_t block, row, width, p
+    # positions shared out evenly over the fewest calls: a short last call (49
+    # positions as 8 x 6 + 1) runs its few accumulators at the FMA latency, not at
+    # the FMA rate, and costs nearly a full call
+    cdef Py_ssize_t calls = (used + mr - 1) // mr
+    cdef Py_ssize_t even = used // calls
+    cdef Py_ssize_t longer = used - even * calls
+    cdef Py_ssize_t block, row, width, p, q, count
     cdef const acc_t* a
     cdef acc_t* c
     for block in range(tile.first_block, tile.end_block):
@@ -293,10 +299,11 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
             a = weights + row * depth + call.k_begin * width
         c = transposed + (row - tile.first_row)
         p = 0
-        while p < used:
-            transposed_kernel(g, width // lanes, min(mr, used - p), call, a, operand + p,
-                              c + p * ldt, ldt)
-            p = p + mr
+        for q in range(calls):
+            # the first ``longer`` calls take one position more
+            count = even + (q < longer)
+            transposed_kernel(g, width // lanes, count, call, a, operand + p, c + p * ldt, ldt)
+            p = p + count
 
 
 cdef inline void transpose_product(const Gemm* g, const GemmStack* stack, TileSpan tile,
