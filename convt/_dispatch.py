@@ -479,26 +479,26 @@ def streams_weights(problem, decision, plan, w_strides):
     but every call compares w with the copy it came from: on 512 -> 512 3x3 over 7x7
     that comparison and the packed weights it pushes out of the caches took a
     quarter of the call.  Streaming reads w once per call, so it serves large weights
-    (see STREAM_MIN_WEIGHT_BYTES) where each
-    row block is used by one work item (one image, one tile; the row groups split the
+    over few outputs (STREAM_MIN_WEIGHT_BYTES, STREAM_MAX_POSITIONS) where each row
+    block is used by one work item (one image, one tile; the row groups split the
     rows) of a transposed stack of one phase whose taps are the kernel's in C order,
     with w of the accumulation type and each output channel's weights contiguous
     (``w_strides``: the element strides of w's (group, C/group, M/group, k...) view)."""
+    kernel = problem.geometry.kernel_shape
+    taps = math.prod(kernel)
+    weight_bytes = problem.out_channels * problem.cg * taps * problem.dtype.itemsize
     if (problem.transpose or decision.engine != "gemm" or decision.kernel_set == "blas"
             or problem.dtype != decision.accumulation or problem.batch != 1
+            or weight_bytes <= STREAM_MIN_WEIGHT_BYTES
+            or math.prod(problem.geometry.output_shape) > STREAM_MAX_POSITIONS
             or len(plan.stacks) != 1):
         return False
     stack = plan.stacks[0]
-    kernel = problem.geometry.kernel_shape
-    taps = math.prod(kernel)
     in_order = [taps] + [math.prod(kernel[a + 1:]) for a in range(len(kernel))]
-    weight_bytes = problem.out_channels * problem.cg * taps * problem.dtype.itemsize
     return bool(stack["transposed"] and stack["phases"] == 1 and stack["taps"] == taps
                 and stack["items"] == stack["row_groups"]
                 and [list(k) for k in plan.kernel_index] == [list(k) for k in np.ndindex(kernel)]
-                and list(w_strides[1:2]) + list(w_strides[3:]) == in_order
-                and weight_bytes > STREAM_MIN_WEIGHT_BYTES
-                and math.prod(problem.geometry.output_shape) <= STREAM_MAX_POSITIONS)
+                and list(w_strides[1:2]) + list(w_strides[3:]) == in_order)
 
 
 def winograd_phased(problem):

@@ -152,6 +152,15 @@ def _call_streams(layer, x, w):
     return call.streamed
 
 
+def test_output_channels_any_distance_apart(whole_tiles):
+    # each output channel's weights contiguous, the channels reversed or with gaps
+    x, w, b = _operands((1, 32, 6, 6), (48, 32, 3, 3), np.float32, seed=6)
+    layer = Conv(pads=(1, 1, 1, 1))
+    for view in (w[::-1], np.concatenate([w, w], axis=0)[::2]):
+        assert _call_streams(layer, x, view)
+        assert relative_error(layer.apply(x, view, b), _exact(layer, x, view, b)) < 2e-6
+
+
 @pytest.mark.parametrize("layout", ["C order", "fortran w", "channels of w apart", "float16"])
 def test_other_weights_are_packed(whole_tiles, layout):
     x, w, b = _operands((1, 32, 6, 6), (32, 32, 3, 3), np.float32, seed=5)
