@@ -727,22 +727,11 @@ def operator_axis_groups(geometry, transpose):
     return [[group] for group in groups], False
 
 
-# Stacks whose reductions are shorter than this keep the standard orientation:
-# gemm_t adds its few sums into a transposed product that is then transposed
-# into y, and with a handful of steps per call that traffic is most of the work.
-# On Zen 3 (1 thread, separate processes) the standard kernels ran wav2vec's
-# 1 -> 512 k10s5 over 16000 samples 1.5x and 1-D depth-16 layers (1 -> 256 k16s4,
-# 2 -> 256 k8s4) 1.2-1.3x faster; 2-D depth 9 and 18 (1 or 2 -> 256 3x3 on 64x64)
-# ran within the noise either way, and from depth 28 (4 -> 128 k7) gemm_t won.
-TRANSPOSED_MIN_DEPTH = 17
-
-
-def _transposed(rows, phases, identity, exact, blocking, depth):
+def _transposed(rows, phases, identity, exact, blocking):
     """Whether a product-path stack runs the transposed kernels (gemm_t): rows in
     whole vectors (NR / 2 lanes), at least NR of them, of one phase (every Conv
-    stack; ConvTranspose's stride-1 axes), read from a tile buffer, with a
-    reduction of at least TRANSPOSED_MIN_DEPTH steps.  (Residue pairs never do:
-    their two stacks must cut their rows into the same blocks.)
+    stack; ConvTranspose's stride-1 axes), read from a tile buffer.  (Residue
+    pairs never do: their two stacks must cut their rows into the same blocks.)
 
     Measured on Zen 3 (AVX2), 1 thread, in separate processes against the
     standard orientation: Conv 3x3 layers 4-8% faster, 1-D k7 2%, batch-8 3x3
@@ -754,8 +743,7 @@ def _transposed(rows, phases, identity, exact, blocking, depth):
     """
     lanes = blocking.nr // 2
     return (blocking.transposed and not exact and not identity and phases == 1
-            and lanes > 0 and rows % lanes == 0 and rows >= blocking.nr
-            and depth >= TRANSPOSED_MIN_DEPTH)
+            and lanes > 0 and rows % lanes == 0 and rows >= blocking.nr)
 
 
 @functools.lru_cache(maxsize=128)
@@ -811,8 +799,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         # a 1x1 Conv on a small plane: the copied tile's transposed kernels serve it better
         small_transposable = (not transpose
                               and math.prod(geometry.input_shape) < CONV_IN_PLACE_MIN_POSITIONS
-                              and _transposed(rows, phase_count, False, exact, blocking,
-                                              cg * taps))
+                              and _transposed(rows, phase_count, False, exact, blocking))
         identity = (
             taps == 1
             and all(group.offsets == (0,) and group.first == 0 for group in stack)
@@ -825,8 +812,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         )
         # residue pairs share their row blocks (one item scatters both products)
         in_pair = index in partner or index in partner_of
-        transposed = not in_pair and _transposed(rows, phase_count, identity, exact, blocking,
-                                                  cg * taps)
+        transposed = not in_pair and _transposed(rows, phase_count, identity, exact, blocking)
         if transposed:
             block = panel  # gemm_t blocks: one or two vectors of rows
         # product rows held per column: transposed stacks keep both orientations

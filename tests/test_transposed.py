@@ -72,16 +72,11 @@ def test_transposed_products_equal_the_standard_orientation(name, dtype, kernel_
 
 @pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
 def test_stacks_off_the_rule_keep_the_standard_orientation(kernel_set, monkeypatch):
-    """Rows not in whole vectors, several phases (k4s2; k2s2, read in place) or a
-    reduction shorter than TRANSPOSED_MIN_DEPTH."""
+    """Rows not in whole vectors or several phases (k4s2; k2s2, read in place)."""
     monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
     monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
     x = np.ones((1, 8, 12, 12), np.float32)
     assert _transposed_stacks(Conv(pads=(1,) * 4), x, np.ones((20, 8, 3, 3), np.float32)) == 0
-    shallow = _plan.TRANSPOSED_MIN_DEPTH - 1
-    signal = np.ones((1, 1, 300), np.float32)
-    assert _transposed_stacks(Conv(), signal, np.ones((32, 1, shallow), np.float32)) == 0
-    assert _transposed_stacks(Conv(), signal, np.ones((32, 1, shallow + 1), np.float32)) == 1
     k4s2 = ConvTranspose(strides=(2, 2), pads=(1,) * 4)
     assert _transposed_stacks(k4s2, x, np.ones((8, 16, 4, 4), np.float32)) == 0
     k2s2 = ConvTranspose(strides=(2, 2))
@@ -101,9 +96,8 @@ def test_pointwise_layers_read_small_planes_in_place(kernel_set, monkeypatch):
     rng = np.random.default_rng(3)
     for rows, side, in_place in ((32, 20, True), (32, 32, False), (32, 12, False),
                                  (12, 12, True)):
-        # 24 input channels: a reduction deep enough for gemm_t (TRANSPOSED_MIN_DEPTH)
-        w = rng.standard_normal((rows, 24, 1, 1)).astype(np.float32)
-        x = rng.standard_normal((1, 24, side, side)).astype(np.float32)
+        w = rng.standard_normal((rows, 8, 1, 1)).astype(np.float32)
+        x = rng.standard_normal((1, 8, side, side)).astype(np.float32)
         assert side * side * 4 < _plan.IN_PLACE_MAX_CHANNEL_BYTES or not in_place
         assert (side * side >= _plan.CONV_IN_PLACE_MIN_POSITIONS or rows % 8) or not in_place
         assert _transposed_stacks(Conv(), x, w) == (0 if in_place else 1)
