@@ -255,12 +255,8 @@ cdef inline const acc_t* streamed_weights(const Gemm* g, const WorkItem* item, P
     cdef const acc_t* source = <const acc_t*>element(
         g.ops.w, item.group * g.ops.w_strides[0] + row * g.ops.w_strides[2],
         g.storage.type) + call.k_begin
-    if acc_t is float:
-        g.storage.kernels.f32.transpose(width, call.depth, source, g.ops.w_strides[2], buffer,
-                                        width, NULL)
-    else:
-        g.storage.kernels.f64.transpose(width, call.depth, source, g.ops.w_strides[2], buffer,
-                                        width, NULL)
+    transpose(&g.storage, width, call.depth, source, g.ops.w_strides[2], buffer, width,
+              <const acc_t*>NULL)
     return buffer
 
 
@@ -311,12 +307,8 @@ cdef inline void transpose_product(const Gemm* g, const GemmStack* stack, TileSp
     """product[item rows, :used] = transposed[:used, item rows]^T, exactly."""
     cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
     cdef Py_ssize_t rows = tile.end_row - tile.first_row
-    if acc_t is float:
-        g.storage.kernels.f32.transpose(used, rows, transposed, rows, product, stack.columns,
-                                        NULL)
-    else:
-        g.storage.kernels.f64.transpose(used, rows, transposed, rows, product, stack.columns,
-                                        NULL)
+    transpose(&g.storage, used, rows, transposed, rows, product, stack.columns,
+              <const acc_t*>NULL)
 
 
 cdef inline void pack_pair(const Gemm* g, const Panel* p, const acc_t* b,

@@ -13,11 +13,13 @@ Results are therefore those of packing every time.
 Memory stays bounded: entries (the copy plus the packed weights) are evicted
 least recently used beyond ``CONVT_WEIGHT_CACHE_MIB`` mebibytes (default
 :data:`DEFAULT_BUDGET_MIB`; 0 turns the cache off), a layer keeps at most
-:data:`ENTRIES_PER_PLAN` sets of weights, and no entry may take more than
-half of the budget (by default, weights up to 32 MiB: a VGG or ResNet 512-channel
-3x3 layer, a 512 -> 1024 downsampling; two such layers stay remembered together).  Only finite weights whose elements fill one dense block
-of memory (in any axis order: a layout's view such as XOI seen as IOX) are
-kept, and they are copied and compared in that memory order.
+:data:`ENTRIES_PER_PLAN` sets of weights, and no entry may take more than half
+of the budget (by default, weights up to 32 MiB: a 512 -> 1024 3x3 layer; two
+such layers stay remembered together).  Only finite weights whose elements fill
+one dense block of memory (in any axis order: a layout's view such as XOI seen
+as IOX) are kept, and they are copied and compared in that memory order.  Large
+Conv weights over few outputs are not packed at all but read from w during the
+call (convt._dispatch.streams_weights).
 """
 
 from __future__ import annotations
