@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from . import _outputs
+
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 # bfloat16 is ml_dtypes' NumPy dtype, recognised by name: convt never imports
 # ml_dtypes (a user passing such an array already has it).
@@ -73,7 +75,7 @@ def prepare_output(out, shape, dtype, inputs):
     """Validate a user-supplied ``out`` or allocate a new C-contiguous result."""
     if out is None:
         check_output_size(shape, dtype)
-        return np.empty(shape, dtype=dtype)
+        return _outputs.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray or None; got {type(out).__name__}.")
     if out.shape != tuple(shape) or out.dtype != dtype:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _arrays, _environ, _layouts, _validation
+from . import _arrays, _environ, _layouts, _outputs, _validation
 
 
 def _frozen(value):
@@ -338,7 +338,7 @@ class RememberedCall:
 
     def __call__(self, x, w, b, out):
         if out is None:
-            y = np.empty(self.shape, dtype=x.dtype)  # its size was vetted on the first call
+            y = _outputs.empty(self.shape, x.dtype)  # its size was vetted on the first call
         else:
             y = _arrays.prepare_output(out, self.shape, x.dtype, {"x": x, "w": w, "b": b})
         if self.views:
