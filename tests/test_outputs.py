@@ -36,11 +36,11 @@ def _layer_and_operands(seed=0):
     return layer, (x, w, b), expected
 
 
-def _poison():
-    """Every kept block filled with NaN (0xFF bytes) where no array uses it."""
-    blocks = [_outputs.empty((n,), np.uint8) for n in (64 << 10, 192 << 10, 320 << 10)]
-    for block in blocks:
-        block[:] = 0xFF
+def _poison(shape):
+    """The kept block an output of ``shape`` (float32) would get, filled with NaN."""
+    junk = _outputs.empty(shape, np.float32)
+    junk[:] = np.nan
+    return junk.ctypes.data
 
 
 def test_large_outputs_reuse_dropped_memory_and_are_overwritten():
@@ -51,7 +51,7 @@ def test_large_outputs_reuse_dropped_memory_and_are_overwritten():
     np.testing.assert_allclose(first, expected, rtol=1e-5, atol=1e-5)
     del first
     for seed in (1, 2):
-        _poison()
+        assert _poison(expected.shape) == address
         layer, operands, expected = _layer_and_operands(seed)
         y = layer.apply(*operands)
         assert y.ctypes.data == address  # the same memory, written anew
