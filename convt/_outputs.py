@@ -20,6 +20,7 @@ and for smaller or larger outputs, every call gets ``np.empty``.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import threading
 
@@ -32,6 +33,17 @@ ALIGNMENT = 64         # bytes: a cache line, as the kernels' stores prefer
 
 _lock = threading.Lock()
 _blocks = []           # uint8 arrays, least recently handed out first
+
+
+def _new_lock_in_child():
+    # a thread of the parent may have held the lock at fork(); the child has no
+    # such thread, so a copied held lock would block its first large output forever
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _references(blocks, index):

@@ -56,6 +56,26 @@ def test_a_child_forked_after_threads_ran_computes(tmp_path):
     assert result.stdout.split() == ["0", "True"]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_while_another_thread_held_convts_locks_computes(tmp_path):
+    # another thread of the parent inside the weight cache or the output pool at
+    # fork(): the child, which has no such thread, must not wait for it
+    result = _run(_script(tmp_path, """
+        import os
+        from convt import _outputs, _weight_cache
+        _outputs.MIN_BYTES = 1 << 20  # compute()'s 4.5 MiB outputs come from the pool
+        assert compute()
+        with _weight_cache._lock, _outputs._lock:
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if compute() and _outputs._blocks else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0"]
+
+
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_multiprocessing_workers_compute(tmp_path, method):
     import multiprocessing
