@@ -112,6 +112,15 @@ class BlasThreads:
             return None
         return self._config().decode("ascii", "replace").strip()
 
+    def reset_in_child(self):
+        """After fork(): a new lock (a parent thread may have held the old one), and
+        the BLAS's own thread count back if a parent thread's call had lowered it
+        (the child has no such call to restore it)."""
+        self._lock = threading.Lock()
+        if self._users and self._saved not in (None, 1) and self._set is not None:
+            self._set(self._saved)
+        self._users = 0
+
     @contextlib.contextmanager
     def single_threaded(self):
         """Hold the BLAS at one thread for the duration (re-entrant, thread-safe)."""
@@ -141,6 +150,8 @@ def controller():
     global _CONTROLLER
     if _CONTROLLER is None:
         _CONTROLLER = BlasThreads()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_CONTROLLER.reset_in_child)
     return _CONTROLLER
 
 

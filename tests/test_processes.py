@@ -76,6 +76,34 @@ def test_a_child_forked_while_another_thread_held_convts_locks_computes(tmp_path
     assert result.stdout.split() == ["0"]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_during_a_blas_call_has_its_blas_threads_back(tmp_path):
+    # the BLAS backend holds the BLAS at one thread during a call; a child forked
+    # then has no call to restore its count, nor the parent thread holding the lock
+    result = _run(_script(tmp_path, """
+        import os
+        from convt import _blas
+        blas = _blas.controller()
+        if blas.vendor is None or blas.num_threads() == 1:
+            print("skip")
+            raise SystemExit(0)
+        before = blas.num_threads()
+        with blas.single_threaded():
+            with blas._lock:
+                pid = os.fork()
+                if pid == 0:
+                    with blas.single_threaded():
+                        inside = blas.num_threads()
+                    os._exit(0 if (inside, blas.num_threads()) == (1, before) else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), blas.num_threads() == before)
+    """))
+    assert result.returncode == 0, result.stderr
+    if result.stdout.split() == ["skip"]:
+        pytest.skip("no controllable BLAS with more than one thread")
+    assert result.stdout.split() == ["0", "True"]
+
+
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_multiprocessing_workers_compute(tmp_path, method):
     import multiprocessing
