@@ -105,7 +105,8 @@ def _plan(problem, decision, tuning):
     tile_rows = max(1, min(out_rows, _dispatch.WINOGRAD_TILES // tiles))
     shrink = 2 if len(grid) == 3 else 1  # 3-D: 64 values per tile, half the channels
     channel_chunk = _dispatch.WINOGRAD_CHANNEL_CHUNK // shrink
-    chunks = -(-problem.mg // (_dispatch.WINOGRAD_OUT_CHUNK // shrink))
+    chunks = -(-problem.mg // (_dispatch.WINOGRAD_PHASE_OUT_CHUNK if phases
+                               else _dispatch.WINOGRAD_OUT_CHUNK // shrink))
     per_block = problem.batch * problem.group * tile_planes * -(-out_cols // tiles) * chunks
     cores = decision.blocking.cores if decision.blocking is not None else 1
     while tile_rows > 1 and per_block * -(-out_rows // tile_rows) < cores:

@@ -151,6 +151,7 @@ CASES = [
     ((1, 16, 14, 11), (16, 16, 4, 2), dict(strides=(2, 1), pads=(1, 0, 1, 1))),
     ((1, 16, 6, 150), (16, 16, 4, 4), dict(strides=(2, 2), pads=(1,) * 4)),   # column blocks
     ((1, 130, 18, 18), (130, 70, 4, 4), dict(strides=(2, 2), pads=(1,) * 4)),  # chunks
+    ((1, 16, 14, 13), (16, 140, 4, 4), dict(strides=(2, 2), pads=(1,) * 4)),  # output chunks
 ]
 
 
