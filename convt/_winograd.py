@@ -140,15 +140,19 @@ def transformed_weights(w, group, mr):
     """U = G g G^T (3-D: G along each of the three axes) of Conv weights ``w`` (M,
     C/group, 3, 3[, 3] or 2, 2), packed as the driver reads them: per group and point
     (4 i + j; 16 i + 4 j + k; 3 i + j for 2x2 kernels), the group's output channels
-    in row blocks of ``mr``, each block [C/group][rows].  One float64 matrix product
-    by the Kronecker product of the G's gives the values point-major, so the packing
-    moves whole row blocks."""
+    in row blocks of ``mr``, each block [C/group][rows].  One float64 product by the
+    Kronecker product of the G's gives the values point-major, so the packing moves
+    whole row blocks."""
     m_total, cg = w.shape[:2]
     mg = m_total // group
     kron = KRONS[math.prod(w.shape[2:])]
     points, size = kron.shape
     taps = np.ascontiguousarray(w.reshape(m_total * cg, size).T, dtype=np.float64)
-    u = (kron @ taps).astype(np.float32).reshape(points, group, mg, cg).swapaxes(0, 1)
+    # einsum's own loops, not matmul: a matmul wakes NumPy's BLAS threads, which then
+    # spin for up to ~100 ms beside convt's own (measured: 100 ms of a core in the 2 s
+    # after one), and einsum took 0.5-1.3x its time here
+    u = (np.einsum("pk,kn->pn", kron, taps, optimize=False).astype(np.float32)
+         .reshape(points, group, mg, cg).swapaxes(0, 1))
     packed = np.empty((group, points, mg * cg), dtype=np.float32)
     full = mg // mr * mr
     packed[:, :, :full * cg] = (u[:, :, :full].reshape(group, points, mg // mr, mr, cg)
