@@ -15,7 +15,8 @@ import ctypes
 import glob
 import os
 import sys
-import threading
+
+from ._locks import ForkSafeLock
 
 # (vendor, setter, getter, config) symbol names, most specific first.
 _VENDORS = (
@@ -71,7 +72,7 @@ class BlasThreads:
         self.vendor = None
         self.path = None
         self._set = self._get = self._config = None
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._users = 0
         self._saved = None
         self._locate()
@@ -113,10 +114,9 @@ class BlasThreads:
         return self._config().decode("ascii", "replace").strip()
 
     def reset_in_child(self):
-        """After fork(): a new lock (a parent thread may have held the old one), and
-        the BLAS's own thread count back if a parent thread's call had lowered it
-        (the child has no such call to restore it)."""
-        self._lock = threading.Lock()
+        """After fork(): the BLAS's own thread count back if a parent thread's call
+        had lowered it (the child has no such call to restore it; the lock renews
+        itself)."""
         if self._users and self._saved not in (None, 1) and self._set is not None:
             self._set(self._saved)
         self._users = 0

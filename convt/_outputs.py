@@ -20,30 +20,19 @@ and for smaller or larger outputs, every call gets ``np.empty``.
 from __future__ import annotations
 
 import math
-import os
 import sys
-import threading
 
 import numpy as np
+
+from ._locks import ForkSafeLock
 
 MIN_BYTES = 32 << 20   # glibc's largest mmap threshold: below it malloc reuses memory
 MAX_BYTES = 256 << 20  # memory kept for reuse, at most (blocks in use count too)
 BLOCKS = 2             # blocks kept, at most: a layer's output and the one before it
 ALIGNMENT = 64         # bytes: a cache line, as the kernels' stores prefer
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _blocks = []           # uint8 arrays, least recently handed out first
-
-
-def _new_lock_in_child():
-    # a thread of the parent may have held the lock at fork(); the child has no
-    # such thread, so a copied held lock would block its first large output forever
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _references(blocks, index):
@@ -90,12 +79,10 @@ def _take(nbytes):
             block = _blocks.pop(index)
             _blocks.append(block)
             return block
-    for index in range(len(_blocks)):
-        if len(_blocks) < BLOCKS:
-            break
-        if _references(_blocks, index) <= _FREE:
-            del _blocks[index]
-            break
+    if len(_blocks) >= BLOCKS:
+        free = [i for i in range(len(_blocks)) if _references(_blocks, i) <= _FREE]
+        if free:
+            del _blocks[free[0]]
     block = np.empty(nbytes + ALIGNMENT, np.uint8)
     if len(_blocks) < BLOCKS:
         _blocks.append(block)

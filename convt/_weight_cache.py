@@ -24,12 +24,11 @@ call (convt._dispatch.streams_weights).
 
 from __future__ import annotations
 
-import os
-import threading
 from collections import OrderedDict
 
 from . import _environ
 from ._compiled import load
+from ._locks import ForkSafeLock
 
 BUDGET_VARIABLE = "CONVT_WEIGHT_CACHE_MIB"
 DEFAULT_BUDGET_MIB = 128
@@ -37,21 +36,9 @@ DEFAULT_BUDGET_MIB = 128
 # repeated blocks of a decoder) share a plan and take turns.
 ENTRIES_PER_PLAN = 4
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _plans = OrderedDict()   # key -> list of (run, weights copy, packed), most recent first
 _bytes = 0
-
-
-def _new_lock_in_child():
-    # a thread of the parent may have held the lock at fork() (while it changed the
-    # lists); the child has no such thread, so a copied held lock would block its
-    # first call forever
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def budget_bytes():

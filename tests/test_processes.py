@@ -77,6 +77,28 @@ def test_a_child_forked_while_another_thread_held_convts_locks_computes(tmp_path
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_fork_safe_lock_held_across_fork_is_released_and_taken_in_the_child(tmp_path):
+    # the forking thread leaves its with block in the child too: it releases the lock
+    # it took, and the child's later blocks take the new one
+    result = _run(_script(tmp_path, """
+        import os
+        from convt._locks import ForkSafeLock
+        lock = ForkSafeLock()
+        with lock:
+            pid = os.fork()
+        if pid == 0:
+            with lock:
+                with_new = True
+            os._exit(0 if with_new else 3)
+        _, status = os.waitpid(pid, 0)
+        with lock:
+            print(os.waitstatus_to_exitcode(status))
+    """))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_child_forked_during_a_blas_call_has_its_blas_threads_back(tmp_path):
     # the BLAS backend holds the BLAS at one thread during a call; a child forked
     # then has no call to restore its count, nor the parent thread holding the lock
