@@ -13,9 +13,6 @@
 # the thread count.
 
 
-cdef extern from "prefetch.h" nogil:
-    void convt_prefetch(const void* p)
-
 # The copy of w's rows hints the row this many rows ahead into the caches: an
 # item's part of a row is a run of a few KiB, too short for the hardware
 # prefetchers to reach full speed on (without the hints the call was 1.2-1.3x

@@ -585,6 +585,22 @@ CONTENDED_MAX_MULTIPLY_ADDS = 1 << 26
 # once per tile.  1: on, 0: off.
 TRANSPOSED_PRODUCTS = 1
 
+# Outputs of at least this many bytes have their interleaved rows (stride-2 last
+# axes: the phase-pair scatter, the direct engine's rows) written with
+# non-temporal stores where the set has them (SET_STREAM_STORES): such an
+# output cannot stay in the caches for the next layer (32 MiB is the largest
+# last-level cache one core complex of current x86 CPUs shares: Zen 3/4's
+# CCX), so keeping its lines there only costs each line a read for ownership
+# and evicts the operands.  On 2 Zen 3 vCPUs (old and new builds in separate
+# processes, alternating, 6 rounds; best / mean of medians) streamed rows ran
+# unet3d's 64 -> 32 k2s2 on 32^3 (32 MiB) 1.19x / 1.17x as fast at 1 thread and
+# 1.10x / 1.25x at 2, a 1 -> 1 k4s2 on 2048^2 (64 MiB) 1.59x / 1.36x and
+# 1.29x / 1.28x, float64 16 -> 16 k4s2 on 256^2 (32 MiB) 1.14x / 1.20x and
+# 1.18x / 1.28x.  16 MiB outputs (unet2d, vnet3d) gained 4-13%, but a following
+# layer may still find such an output in the last-level cache, so they keep
+# ordinary stores.
+STREAM_OUTPUT_MIN_BYTES = 32 << 20
+
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"
 
 # Flags of a kernel set (CONVT_SET_* in convt/src/kernel_set.h).
@@ -595,6 +611,7 @@ SET_MASKED_STORES = 1 << 3
 SET_FUSED = 1 << 4
 SET_PACK_PAIRS = 1 << 5
 SET_TRANSPOSED = 1 << 6
+SET_STREAM_STORES = 1 << 7
 
 # Storage types (CONVT_F16 ... in convt/src/storage.h) by NumPy dtype name.
 STORAGE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -699,6 +716,11 @@ class Problem:
                 and (not converted
                      or geometry.input_shape[-1] * self.out_channels <= CHANNEL_ROW_MAX))
 
+    def output_bytes(self):
+        """Bytes of the output y."""
+        return (self.batch * self.out_channels * math.prod(self.geometry.output_shape)
+                * self.dtype.itemsize)
+
     def multiply_adds(self):
         """Multiply-adds the engines perform (taps that reach no output excluded)."""
         from ._plan import performed_multiply_adds
@@ -759,6 +781,7 @@ class Decision:
     input_is_tile: bool = False  # BLAS: x itself is a tile's operand for 1-tap stacks
     channel_vectors: bool = False  # direct: channels-last rows, channels as vector lanes
     stencil_rows: int = 0        # direct: stencil blocks of this many band rows (0: rows)
+    stream_output: bool = False  # interleaved output rows stored past the caches
     reasons: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -914,6 +937,12 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
     storage = problem.dtype.name
     kernels = _family("portable" if name == "blas" else name).kernel_set(accumulation)
     masked = kernels.has(SET_MASKED_STORES)
+    stream = (kernels.has(SET_STREAM_STORES)
+              and problem.output_bytes() >= STREAM_OUTPUT_MIN_BYTES)
+    if stream:
+        reasons.append(f"an output of {problem.output_bytes() / 2**20:.0f} MiB >= "
+                       f"STREAM_OUTPUT_MIN_BYTES={STREAM_OUTPUT_MIN_BYTES >> 20} MiB: "
+                       "rows interleaved from two stride phases are stored past the caches")
     if engine == "direct":
         channels = problem.channel_vectors()
         if channels:
@@ -926,7 +955,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
                            + "): each input vector feeds every row of the block, zero padding")
         decision = Decision("direct", name, storage, accumulation, None,
                             masked_stores=masked, channel_vectors=channels,
-                            stencil_rows=band, reasons=tuple(reasons))
+                            stencil_rows=band, stream_output=stream, reasons=tuple(reasons))
         return replace(decision, **overrides)
     blas = name == "blas"
     pairs = not blas and kernels.has(SET_PAIRS)
@@ -971,6 +1000,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
                               and kernels.has(SET_PACK_PAIRS) else 0),
         half_panels=kernels.has(SET_HALF) and not blas,
         masked_stores=masked,
+        stream_output=stream,
         input_is_tile=(blas and problem.dtype == accumulation
                        and problem.x_spatially_contiguous),
         reasons=tuple(reasons),
@@ -1055,7 +1085,7 @@ def tuning():
             PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
-            STREAM_MIN_WEIGHT_BYTES, STREAM_MAX_POSITIONS)
+            STREAM_MIN_WEIGHT_BYTES, STREAM_MAX_POSITIONS, STREAM_OUTPUT_MIN_BYTES)
 
 
 # Environment variables that set the default thread count, first found wins

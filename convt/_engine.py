@@ -125,6 +125,7 @@ def gemm_layout(plan, decision):
         pair_pack_min_blocks=decision.pair_pack_min_blocks,
         buffer_pack_min_blocks=decision.buffer_pack_min_blocks,
         transposed=plan.transposed_capacity,
+        stream_output=int(decision.stream_output),
     )
 
 
@@ -138,7 +139,8 @@ def plan_for(problem, decision):
     return direct_plan(geometry, problem.batch, problem.out_channels,
                        _dispatch.DIRECT_MAX_SOURCES, interleave, decision.masked_stores,
                        problem.transpose, decision.channel_vectors,
-                       problem.dtype != decision.accumulation, decision.stencil_rows)
+                       problem.dtype != decision.accumulation, decision.stencil_rows,
+                       decision.stream_output)
 
 
 def work_items(plan):

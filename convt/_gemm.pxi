@@ -200,7 +200,7 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
         row = block_start(g, stack, tile.first_block)
         width = block_start(g, stack, tile.first_block + 1) - row
         for p in range(panels):
-            current = &y_call if p < direct else call
+            current = <const Panel*>&y_call if p < direct else call
             c_rows = y_rows + p * panel if p < direct else product + p * panel
             half = panel_width(g, used, p, panel) < panel
             micro_kernel(g, VARIANT_HALF if half else VARIANT_PLAIN, width, current,
@@ -209,7 +209,7 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
         return
     for p in range(panels):
         b = operand + p * panel
-        current = &y_call if p < direct else call
+        current = <const Panel*>&y_call if p < direct else call
         c_rows = y_rows + p * panel if p < direct else product + p * panel
         # a last panel of at most NR / 2 positions: the half-width kernels
         half = panel_width(g, used, p, panel) < panel
@@ -599,6 +599,8 @@ cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
         gemm_item(job.g, <const acc_t*>job.packed, index,
                   <acc_t*>job.workspace + slot * job.g.layout.per_thread,
                   job.scratch + slot * job.g.problem.ndim, slot)
+        if job.g.layout.stream_output:
+            convt_store_fence()  # the item's streamed rows, before the pool counts it done
 
 
 cdef void gemm_task_f32(void* job, Py_ssize_t index, int slot) noexcept nogil:

@@ -167,6 +167,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_winograd_in_f32 winograd_input
         convt_winograd_out_f32 winograd_output
         convt_plane_kernel_f32 plane
+        convt_interleave_f32 interleave_stream
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -192,6 +193,7 @@ cdef extern from "kernel_set.h" nogil:
         void* winograd_input     # float32 sets only (NULL here)
         void* winograd_output
         convt_plane_kernel_f64 plane
+        convt_interleave_f64 interleave_stream
 
     ctypedef struct convt_family:
         const char* name
@@ -283,11 +285,11 @@ cdef extern from "records.h" nogil:
     ctypedef struct GemmLayout "convt_gemm_layout":
         Py_ssize_t operand, product, per_thread, blas, pack_min_blocks, half_panels
         Py_ssize_t masked_stores, input_is_tile, pair_pack_min_blocks, buffer_pack_min_blocks
-        Py_ssize_t transposed
+        Py_ssize_t transposed, stream_output
     ctypedef struct DirectLayout "convt_direct_layout":
         Py_ssize_t rows, max_stride, max_taps, phase_length, max_sources, x_rows, x_row
         Py_ssize_t weights, floats, ints, interleave, masked_stores, transpose, channels
-        Py_ssize_t band_rows
+        Py_ssize_t band_rows, stream_output
     const char* const* convt_axis_fields
     const char* const* convt_problem_fields
     const char* const* convt_gemm_stack_fields
@@ -370,3 +372,7 @@ cdef struct TileSpan:
     Py_ssize_t first_row               # their rows [first_row, end_row)
     Py_ssize_t end_row
 
+
+cdef extern from "prefetch.h" nogil:
+    void convt_prefetch(const void* p)
+    void convt_store_fence()

@@ -987,7 +987,8 @@ def _direct_entries(geometry, transpose):
 
 @functools.lru_cache(maxsize=128)
 def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_stores,
-                transpose=True, channel_vectors=False, converted=False, band_rows=0):
+                transpose=True, channel_vectors=False, converted=False, band_rows=0,
+                stream_output=False):
     """Plan the direct engine: per-axis tap tables, output rows, workspace layout.
 
     ``interleave``: stride-2 output rows are written with the interleaving
@@ -999,6 +1000,8 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
     ``converted``: its source rows are converted to the accumulation type.
     ``band_rows``: stencil blocks of up to this many band-axis rows (Conv with one
     input channel per group; see convt/_stencil.pxi).
+    ``stream_output``: interleaved rows are stored past the caches (see
+    convt._dispatch.STREAM_OUTPUT_MIN_BYTES).
     """
     ndim = geometry.ndim
     entries = _direct_entries(geometry, transpose) or [[[]] for _ in range(ndim)]
@@ -1051,6 +1054,7 @@ def direct_plan(geometry, batch, out_channels, max_sources, interleave, masked_s
         transpose=int(transpose),
         channels=0,
         band_rows=0,
+        stream_output=int(interleave and stream_output),
     )
     return DirectPlan(layout, *tables)
 
@@ -1085,6 +1089,7 @@ def _channel_layout(geometry, batch, channels, max_sources, max_entries, max_tap
         transpose=int(transpose),
         channels=channels,
         band_rows=0,
+        stream_output=0,
     )
 
 
@@ -1118,4 +1123,5 @@ def _stencil_layout(geometry, batch, out_channels, max_sources, max_entries, max
         transpose=0,
         channels=0,
         band_rows=band_rows,
+        stream_output=0,
     )

@@ -89,6 +89,7 @@ GEMM_LAYOUT = _record(
     "pair_pack_min_blocks",  # exact stacks: pack full pair panels read by this many blocks (0: never)
     "buffer_pack_min_blocks",  # pack_min_blocks for B panels read from a tile buffer (not x)
     "transposed",      # transposed product capacity of one work item (gemm_t stacks)
+    "stream_output",   # 1: interleaved output rows go past the caches (interleave_stream)
 )
 
 # The direct engine's plan: table sizes and one thread's workspace layout.
@@ -108,6 +109,7 @@ DIRECT_LAYOUT = _record(
     "transpose",       # 1: ConvTranspose; 0: Conv (last-axis entries are input residues)
     "channels",        # >0: rows are every channel of a position run, these many lanes
     "band_rows",       # >0: stencil blocks of up to this many rows of the band axis
+    "stream_output",   # 1: interleaved output rows go past the caches (interleave_stream)
 )
 
 RECORDS = {

@@ -392,7 +392,8 @@ def _run_channels(spec):
 
 
 cdef runs_typed(spec, acc_t* out):
-    """spec.kernel: 'interleave', 'store_even', 'add_bias', 'load' or 'store'."""
+    """spec.kernel: 'interleave', 'interleave_stream' (the reference: its interleave),
+    'store_even', 'add_bias', 'load' or 'store'."""
     cdef const acc_t* src = <const acc_t*>pointer(spec.src)
     cdef const acc_t* odd = <const acc_t*>pointer(spec.odd)
     cdef const void* raw = pointer(spec.raw)
@@ -403,7 +404,7 @@ cdef runs_typed(spec, acc_t* out):
     cdef Kernels kernels
     if spec.family == "reference":
         if acc_t is float:
-            if kernel == "interleave":
+            if kernel in ("interleave", "interleave_stream"):
                 convt_reference_interleave_f32(out, src, odd, count, bias)
             elif kernel == "store_even":
                 convt_reference_store_even_f32(out, src, count, bias)
@@ -414,7 +415,7 @@ cdef runs_typed(spec, acc_t* out):
             else:
                 convt_reference_store_f32(storage, <void*>raw, src, count, bias)
         else:
-            if kernel == "interleave":
+            if kernel in ("interleave", "interleave_stream"):
                 convt_reference_interleave_f64(out, src, odd, count, bias)
             elif kernel == "store_even":
                 convt_reference_store_even_f64(out, src, count, bias)
@@ -426,9 +427,16 @@ cdef runs_typed(spec, acc_t* out):
                 convt_reference_store_f64(storage, <void*>raw, src, count, bias)
         return
     kernels = kernels_named(spec.family)
+    if kernel == "interleave_stream" and (
+            (acc_t is float and kernels.f32.interleave_stream == NULL)
+            or (acc_t is double and kernels.f64.interleave_stream == NULL)):
+        raise ValueError(f"kernel set {spec.family!r} has no interleave_stream")
     if acc_t is float:
         if kernel == "interleave":
             kernels.f32.interleave(out, src, odd, count, bias)
+        elif kernel == "interleave_stream":
+            kernels.f32.interleave_stream(out, src, odd, count, bias)
+            convt_store_fence()
         elif kernel == "store_even":
             kernels.f32.store_even(out, src, count, bias)
         elif kernel == "add_bias":
@@ -440,6 +448,9 @@ cdef runs_typed(spec, acc_t* out):
     else:
         if kernel == "interleave":
             kernels.f64.interleave(out, src, odd, count, bias)
+        elif kernel == "interleave_stream":
+            kernels.f64.interleave_stream(out, src, odd, count, bias)
+            convt_store_fence()
         elif kernel == "store_even":
             kernels.f64.store_even(out, src, count, bias)
         elif kernel == "add_bias":

@@ -563,6 +563,36 @@ def test_run_kernels_match_the_reference(family, acc):
             assert np.array_equal(outputs[family], outputs["reference"], equal_nan=True), kernel
 
 
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_streaming_interleave_matches_the_reference(family, acc):
+    """interleave_stream (non-temporal stores where y is 32-byte aligned): the
+    reference interleave's values at every alignment of y and every length, and
+    nothing written outside y."""
+    _kernels_with(family, acc, _dispatch.SET_STREAM_STORES, "streaming stores")
+    rng = np.random.default_rng(16)
+    lanes = 32 // np.dtype(acc).itemsize
+    for shift in range(lanes + 1):  # y at each element offset from a 64-byte boundary
+        for count in [0, 1, 3, lanes - 1, lanes, lanes + 1, 2 * lanes + 3, 67]:
+            src = rng.standard_normal(count).astype(acc)
+            odd = rng.standard_normal(count).astype(acc)
+            if count > 3:
+                src[1], odd[2] = np.nan, -np.inf
+            outputs = {}
+            for name in ("reference", family):
+                raw = np.full(2 * count + 2 * GUARD + 64, SENTINEL, dtype=acc)
+                start = (-raw.ctypes.data % 64) // raw.itemsize + GUARD + shift
+                whole = raw[start - GUARD:start + 2 * count + GUARD]
+                inner = whole[GUARD:GUARD + 2 * count]
+                _kernels._run_runs(SimpleNamespace(
+                    family=name, kernel="interleave_stream", acc=acc, src=src, odd=odd,
+                    out=inner, raw=None, count=count, bias=0.25, storage=0))
+                _assert_guards(whole)
+                outputs[name] = inner.copy()
+            assert np.array_equal(outputs[family], outputs["reference"], equal_nan=True), \
+                (shift, count)
+
+
 # float32 values that stress the narrow conversions: ties, subnormals, overflow.
 def _stress_floats(rng):
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65520.0, 65519.99,

@@ -43,6 +43,12 @@
  *     out[t * out_step + c] = fma(w[c], x[t * x_step + c], out[t * out_step + c])
  *     for t < count, c < channels: one (source, tap) added to a run of outputs.
  * interleave: y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias.
+ * interleave_stream: the same, its whole vectors stored past the caches
+ *     (non-temporal stores) where y is vector-aligned, for outputs too large to
+ *     stay cached: a line then costs its write, not its read for ownership too.
+ *     Such stores are weakly ordered: the caller fences them
+ *     (convt_store_fence, prefetch.h) before another thread reads y.  NULL
+ *     unless the set is flagged CONVT_SET_STREAM_STORES.
  * store_even: y[2 i] = src[i] + bias (odd outputs untouched).
  * add_bias: dst[i] = src[i] + bias.
  * transpose: dst[c * dst_stride + r] = src[r * src_stride + c] + bias[r], or an
@@ -106,7 +112,8 @@ enum {
     CONVT_SET_MASKED_STORES = 1 << 3, /* store_even writes whole vectors of even lanes */
     CONVT_SET_FUSED = 1 << 4,         /* all products are fused multiply-adds */
     CONVT_SET_PACK_PAIRS = 1 << 5,    /* pack_pair entry */
-    CONVT_SET_TRANSPOSED = 1 << 6     /* gemm_t entries */
+    CONVT_SET_TRANSPOSED = 1 << 6,    /* gemm_t entries */
+    CONVT_SET_STREAM_STORES = 1 << 7  /* interleave_stream entry */
 };
 
 #define CONVT_DECLARE_FAMILIES(S, T)                                                      \
@@ -179,6 +186,7 @@ enum {
         convt_winograd_in_##S winograd_input;                                             \
         convt_winograd_out_##S winograd_output;                                           \
         convt_plane_kernel_##S plane;                                                     \
+        convt_interleave_##S interleave_stream;                                           \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

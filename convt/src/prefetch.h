@@ -1,5 +1,6 @@
-/* A hint to fetch the cache line at p into every cache level; nothing where the
- * compiler has no such builtin. */
+/* Cache hints: a hint to fetch the cache line at p into every cache level
+ * (nothing where the compiler has no such builtin), and the fence after
+ * non-temporal stores. */
 #ifndef CONVT_PREFETCH_H
 #define CONVT_PREFETCH_H
 
@@ -10,6 +11,16 @@
 #define convt_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 #else
 #define convt_prefetch(p) ((void)(p))
+#endif
+
+/* Orders this thread's non-temporal stores (interleave_stream) before its later
+ * stores, such as the pool's count of finished items: a thread that then sees
+ * the count sees the data.  Nothing where no kernel streams. */
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h>
+#define convt_store_fence() _mm_sfence()
+#else
+#define convt_store_fence() ((void)0)
 #endif
 
 #endif

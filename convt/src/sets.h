@@ -161,6 +161,8 @@ CONVT_DECLARE_PORTABLE(f64, double)
                             ptrdiff_t count, T *out, int accumulate);                     \
     void convt_avx2_interleave_##S(T *y, const T *even, const T *odd, ptrdiff_t pairs,    \
                                    T bias);                                               \
+    void convt_avx2_interleave_stream_##S(T *y, const T *even, const T *odd,              \
+                                          ptrdiff_t pairs, T bias);                       \
     void convt_avx2_add_bias_##S(T *dst, const T *src, ptrdiff_t count, T bias);        \
     void convt_avx2_transpose_##S(ptrdiff_t rows, ptrdiff_t cols, const T *src,           \
                                   ptrdiff_t src_stride, T *dst, ptrdiff_t dst_stride,     \

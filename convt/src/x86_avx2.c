@@ -351,6 +351,34 @@ DEFINE_INTERLEAVE(convt_avx2_interleave_f64, double, __m256d, 4, _mm256_set1_pd,
                   _mm256_loadu_pd, _mm256_add_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
                   _mm256_permute2f128_pd, _mm256_storeu_pd)
 
+/* The same with non-temporal stores (kernel_set.h, interleave_stream): where y is
+ * 32-byte aligned, every whole pair of vectors goes past the caches; the rest (an
+ * unaligned y, a tail of fewer than W pairs) through the plain kernel. */
+#define DEFINE_INTERLEAVE_STREAM(NAME, PLAIN, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI,  \
+                                 PERMUTE, STREAM)                                            \
+    AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)              \
+    {                                                                                        \
+        V b = SET1(bias);                                                                    \
+        ptrdiff_t i = 0;                                                                     \
+        if (((uintptr_t)y & 31) == 0) {                                                      \
+            for (; i + (W) <= pairs; i += (W)) {                                             \
+                V e = ADD(LOAD(even + i), b), o = ADD(LOAD(odd + i), b);                     \
+                V lo = UNPACKLO(e, o), hi = UNPACKHI(e, o);                                  \
+                STREAM(y + 2 * i, PERMUTE(lo, hi, 0x20));                                    \
+                STREAM(y + 2 * i + (W), PERMUTE(lo, hi, 0x31));                              \
+            }                                                                                \
+        }                                                                                    \
+        PLAIN(y + 2 * i, even + i, odd + i, pairs - i, bias);                                \
+    }
+DEFINE_INTERLEAVE_STREAM(convt_avx2_interleave_stream_f32, convt_avx2_interleave_f32, float,
+                         __m256, 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_add_ps,
+                         _mm256_unpacklo_ps, _mm256_unpackhi_ps, _mm256_permute2f128_ps,
+                         _mm256_stream_ps)
+DEFINE_INTERLEAVE_STREAM(convt_avx2_interleave_stream_f64, convt_avx2_interleave_f64, double,
+                         __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd, _mm256_add_pd,
+                         _mm256_unpacklo_pd, _mm256_unpackhi_pd, _mm256_permute2f128_pd,
+                         _mm256_stream_pd)
+
 #define DEFINE_ADD_BIAS(NAME, T, V, W, SET1, LOAD, ADD, STORE)                            \
     AVX2 void NAME(T *dst, const T *src, ptrdiff_t count, T bias)                         \
     {                                                                                     \
@@ -560,7 +588,7 @@ AVX2_TRANSPOSE(f32, float, 8, transpose_8x8_f32, 1, transpose_4x4_f32)
 AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64, 0, NO_HALF)
 
 #define AVX2_FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS | CONVT_SET_FUSED |   \
-                    CONVT_SET_PACK_PAIRS | CONVT_SET_TRANSPOSED)
+                    CONVT_SET_PACK_PAIRS | CONVT_SET_TRANSPOSED | CONVT_SET_STREAM_STORES)
 #define NO_STORES {{0}, {0}}
 /* The Winograd transforms, vectorised by the compiler for AVX2 (the AVX-512 sets
  * share them: their loops are short rows of tiles). */
@@ -602,7 +630,8 @@ const convt_kernels_f32 convt_avx2_f32 = {
     convt_avx2_row_f32, channels_f32, convt_avx2_interleave_f32, convt_portable_store_even_f32,
     convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32,
     convt_avx2_transpose_f32, stencil_f32, GEMM_T_TABLES(f32),
-    convt_avx2_winograd_input_f32, convt_avx2_winograd_output_f32, convt_avx2_plane_f32};
+    convt_avx2_winograd_input_f32, convt_avx2_winograd_output_f32, convt_avx2_plane_f32,
+    convt_avx2_interleave_stream_f32};
 
 const convt_kernels_f64 convt_avx2_f64 = {
     "avx2", MR, 8, AVX2_FLAGS,
@@ -611,6 +640,7 @@ const convt_kernels_f64 convt_avx2_f64 = {
     {NO_STORES, NO_STORES, NO_STORES, {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
     convt_avx2_row_f64, channels_f64, convt_avx2_interleave_f64, convt_portable_store_even_f64,
     convt_avx2_add_bias_f64, CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64,
-    convt_avx2_transpose_f64, stencil_f64, GEMM_T_TABLES(f64), 0, 0, convt_avx2_plane_f64};
+    convt_avx2_transpose_f64, stencil_f64, GEMM_T_TABLES(f64), 0, 0, convt_avx2_plane_f64,
+    convt_avx2_interleave_stream_f64};
 
 #endif /* x86-64 */

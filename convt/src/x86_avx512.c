@@ -246,7 +246,8 @@ const convt_kernels_f32 convt_avx512_f32 = {
      AVX512_NO_STORES},
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
     convt_avx512_stencil_f32, {{0}}, convt_avx2_winograd_input_f32,
-    convt_avx2_winograd_output_f32, convt_avx2_plane_f32};
+    convt_avx2_winograd_output_f32, convt_avx2_plane_f32,
+    convt_avx2_interleave_stream_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
     "avx512", MR, 8, AVX512_FLAGS,
@@ -255,7 +256,8 @@ const convt_kernels_f64 convt_avx512_f64 = {
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
-    convt_avx512_stencil_f64, {{0}}, 0, 0, convt_avx2_plane_f64};
+    convt_avx512_stencil_f64, {{0}}, 0, 0, convt_avx2_plane_f64,
+    convt_avx2_interleave_stream_f64};
 
 
 /* The FMA probe (cpu.h, convt_avx512_fma_speedup): the same register-only loop on
