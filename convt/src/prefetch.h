@@ -16,7 +16,7 @@
 /* Orders this thread's non-temporal stores (interleave_stream) before its later
  * stores, such as the pool's count of finished items: a thread that then sees
  * the count sees the data.  Nothing where no kernel streams. */
-#if defined(__x86_64__) || defined(_M_X64)
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
 #include <xmmintrin.h>
 #define convt_store_fence() _mm_sfence()
 #else
