@@ -327,57 +327,52 @@ CONVT_X86_CHANNELS(AVX2 static, channels_f32, float, __m256, 8, _mm256_loadu_ps,
 CONVT_X86_CHANNELS(AVX2 static, channels_f64, double, __m256d, 4, _mm256_loadu_pd,
                    _mm256_storeu_pd, _mm256_fmadd_pd, convt_channel_tail_f64)
 
-/* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order. */
-#define DEFINE_INTERLEAVE(NAME, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI, PERMUTE, STORE) \
-    AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)            \
+/* 2 W outputs per step: unpack the halves, then put the 128-bit lanes in order;
+ * steps y[2 i...] from pair i on while W pairs remain (i is the caller's). */
+#define INTERLEAVE_STEPS(V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI, PERMUTE, STORE)       \
     {                                                                                     \
         V b = SET1(bias);                                                                 \
-        ptrdiff_t i = 0;                                                                  \
         for (; i + (W) <= pairs; i += (W)) {                                              \
             V e = ADD(LOAD(even + i), b), o = ADD(LOAD(odd + i), b);                      \
             V lo = UNPACKLO(e, o), hi = UNPACKHI(e, o);                                   \
             STORE(y + 2 * i, PERMUTE(lo, hi, 0x20));                                      \
             STORE(y + 2 * i + (W), PERMUTE(lo, hi, 0x31));                                \
         }                                                                                 \
+    }
+#define INTERLEAVE_STEPS_F32(STORE)                                                       \
+    INTERLEAVE_STEPS(__m256, 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_add_ps,          \
+                     _mm256_unpacklo_ps, _mm256_unpackhi_ps, _mm256_permute2f128_ps, STORE)
+#define INTERLEAVE_STEPS_F64(STORE)                                                       \
+    INTERLEAVE_STEPS(__m256d, 4, _mm256_set1_pd, _mm256_loadu_pd, _mm256_add_pd,         \
+                     _mm256_unpacklo_pd, _mm256_unpackhi_pd, _mm256_permute2f128_pd, STORE)
+
+#define DEFINE_INTERLEAVE(NAME, T, STEPS, STORE)                                          \
+    AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)            \
+    {                                                                                     \
+        ptrdiff_t i = 0;                                                                  \
+        STEPS(STORE)                                                                      \
         for (; i < pairs; ++i) {                                                          \
             y[2 * i] = even[i] + bias;                                                    \
             y[2 * i + 1] = odd[i] + bias;                                                 \
         }                                                                                 \
     }
-DEFINE_INTERLEAVE(convt_avx2_interleave_f32, float, __m256, 8, _mm256_set1_ps,
-                  _mm256_loadu_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
-                  _mm256_permute2f128_ps, _mm256_storeu_ps)
-DEFINE_INTERLEAVE(convt_avx2_interleave_f64, double, __m256d, 4, _mm256_set1_pd,
-                  _mm256_loadu_pd, _mm256_add_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
-                  _mm256_permute2f128_pd, _mm256_storeu_pd)
+DEFINE_INTERLEAVE(convt_avx2_interleave_f32, float, INTERLEAVE_STEPS_F32, _mm256_storeu_ps)
+DEFINE_INTERLEAVE(convt_avx2_interleave_f64, double, INTERLEAVE_STEPS_F64, _mm256_storeu_pd)
 
 /* The same with non-temporal stores (kernel_set.h, interleave_stream): where y is
  * 32-byte aligned, every whole pair of vectors goes past the caches; the rest (an
  * unaligned y, a tail of fewer than W pairs) through the plain kernel. */
-#define DEFINE_INTERLEAVE_STREAM(NAME, PLAIN, T, V, W, SET1, LOAD, ADD, UNPACKLO, UNPACKHI,  \
-                                 PERMUTE, STREAM)                                            \
-    AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)              \
-    {                                                                                        \
-        V b = SET1(bias);                                                                    \
-        ptrdiff_t i = 0;                                                                     \
-        if (((uintptr_t)y & 31) == 0) {                                                      \
-            for (; i + (W) <= pairs; i += (W)) {                                             \
-                V e = ADD(LOAD(even + i), b), o = ADD(LOAD(odd + i), b);                     \
-                V lo = UNPACKLO(e, o), hi = UNPACKHI(e, o);                                  \
-                STREAM(y + 2 * i, PERMUTE(lo, hi, 0x20));                                    \
-                STREAM(y + 2 * i + (W), PERMUTE(lo, hi, 0x31));                              \
-            }                                                                                \
-        }                                                                                    \
-        PLAIN(y + 2 * i, even + i, odd + i, pairs - i, bias);                                \
+#define DEFINE_INTERLEAVE_STREAM(NAME, PLAIN, T, STEPS, STREAM)                           \
+    AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)            \
+    {                                                                                     \
+        ptrdiff_t i = 0;                                                                  \
+        if (((uintptr_t)y & 31) == 0) STEPS(STREAM)                                       \
+        PLAIN(y + 2 * i, even + i, odd + i, pairs - i, bias);                             \
     }
 DEFINE_INTERLEAVE_STREAM(convt_avx2_interleave_stream_f32, convt_avx2_interleave_f32, float,
-                         __m256, 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_add_ps,
-                         _mm256_unpacklo_ps, _mm256_unpackhi_ps, _mm256_permute2f128_ps,
-                         _mm256_stream_ps)
+                         INTERLEAVE_STEPS_F32, _mm256_stream_ps)
 DEFINE_INTERLEAVE_STREAM(convt_avx2_interleave_stream_f64, convt_avx2_interleave_f64, double,
-                         __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd, _mm256_add_pd,
-                         _mm256_unpacklo_pd, _mm256_unpackhi_pd, _mm256_permute2f128_pd,
-                         _mm256_stream_pd)
+                         INTERLEAVE_STEPS_F64, _mm256_stream_pd)
 
 #define DEFINE_ADD_BIAS(NAME, T, V, W, SET1, LOAD, ADD, STORE)                            \
     AVX2 void NAME(T *dst, const T *src, ptrdiff_t count, T bias)                         \
