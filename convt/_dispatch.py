@@ -596,7 +596,7 @@ TRANSPOSED_PRODUCTS = 1
 # unet3d's 64 -> 32 k2s2 on 32^3 (32 MiB) 1.19x / 1.17x as fast at 1 thread and
 # 1.10x / 1.25x at 2, a 1 -> 1 k4s2 on 2048^2 (64 MiB) 1.59x / 1.36x and
 # 1.29x / 1.28x, float64 16 -> 16 k4s2 on 256^2 (32 MiB) 1.14x / 1.20x and
-# 1.18x / 1.28x.  16 MiB outputs (unet2d, vnet3d) gained 4-13%, but a following
+# 1.18x / 1.28x.  16 MiB outputs (unet2d, vnet3d) gained 3-13%, but a following
 # layer may still find such an output in the last-level cache, so they keep
 # ordinary stores.
 STREAM_OUTPUT_MIN_BYTES = 32 << 20
