@@ -135,16 +135,9 @@ cdef void store_row(const Direct* d, const acc_t* rows, Py_ssize_t y_offset,
     cdef Py_ssize_t step = d.ops.y_strides[2 + last]
     cdef Py_ssize_t residue, pairs = axis.out_size // 2
     if d.layout.interleave and axis.stride == 2 and pairs > 0:
-        if acc_t is float:
-            (d.storage.kernels.f32.interleave_stream if d.layout.stream_output
-             else d.storage.kernels.f32.interleave)(
-                <float*>element(d.ops.y, y_offset, storage), rows,
-                rows + d.layout.phase_length, pairs, bias)
-        else:
-            (d.storage.kernels.f64.interleave_stream if d.layout.stream_output
-             else d.storage.kernels.f64.interleave)(
-                <double*>element(d.ops.y, y_offset, storage), rows,
-                rows + d.layout.phase_length, pairs, bias)
+        interleave_run(&d.storage, d.layout.stream_output,
+                       <acc_t*>element(d.ops.y, y_offset, storage), rows,
+                       rows + d.layout.phase_length, pairs, bias)
         if axis.out_size % 2:
             store_run(&d.storage, <char*>element(d.ops.y, y_offset + 2 * pairs * step, storage),
                       1, rows + pairs, 1, bias)

@@ -78,14 +78,9 @@ cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows
     cdef Py_ssize_t done, chunk, t, q
     cdef acc_t merged[64]
     if stride == 2 and step == 1 and is_accumulation(storage, rows[0]):
-        if acc_t is float:
-            (g.storage.kernels.f32.interleave_stream if g.layout.stream_output
-             else g.storage.kernels.f32.interleave)(
-                <float*>element(g.ops.y, offset, storage), rows[0], rows[1], count, bias)
-        else:
-            (g.storage.kernels.f64.interleave_stream if g.layout.stream_output
-             else g.storage.kernels.f64.interleave)(
-                <double*>element(g.ops.y, offset, storage), rows[0], rows[1], count, bias)
+        interleave_run(&g.storage, g.layout.stream_output,
+                       <acc_t*>element(g.ops.y, offset, storage), rows[0], rows[1], count,
+                       bias)
         return
     # interleave a chunk of whole output groups, then store it as one run
     done = 0

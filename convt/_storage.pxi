@@ -29,6 +29,19 @@ cdef inline void transpose(const Storage* s, Py_ssize_t rows, Py_ssize_t cols,
         s.kernels.f64.transpose(rows, cols, src, src_stride, dst, dst_stride, bias)
 
 
+cdef inline void interleave_run(const Storage* s, bint stream, acc_t* y, const acc_t* even,
+                                const acc_t* odd, Py_ssize_t pairs, acc_t bias) noexcept nogil:
+    """y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias for i < pairs, y of the
+    accumulation type; ``stream``: past the caches (the set's interleave_stream, which
+    the caller fences with convt_store_fence before another thread reads y)."""
+    if acc_t is float:
+        (s.kernels.f32.interleave_stream if stream else s.kernels.f32.interleave)(
+            y, even, odd, pairs, bias)
+    else:
+        (s.kernels.f64.interleave_stream if stream else s.kernels.f64.interleave)(
+            y, even, odd, pairs, bias)
+
+
 cdef inline void load_run(const Storage* s, acc_t* dst, const char* src, Py_ssize_t step,
                           Py_ssize_t count) noexcept nogil:
     """dst[i] = src[i * step] widened to the accumulation type (exact)."""
