@@ -28,6 +28,16 @@ SETUP = textwrap.dedent("""
         w = np.ones((64, 32, 4, 4), np.float32)
         y = ConvTranspose(strides=(2, 2), num_threads=2).apply(x, w)
         return float(y.sum()) == 2 * 64 * 32 * 16 * 48 * 48
+
+    def exit_code_of_child(check):
+        # fork(); the child exits with 0 if check() holds, else 3; the parent waits
+        # for it and returns that code
+        import os
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if check() else 3)
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status)
 """)
 
 def _script(tmp_path, body):
@@ -44,13 +54,8 @@ def _run(path):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_child_forked_after_threads_ran_computes(tmp_path):
     result = _run(_script(tmp_path, """
-        import os
         assert compute()
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0 if compute() else 3)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status), compute())
+        print(exit_code_of_child(compute), compute())
     """))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "True"]
@@ -61,16 +66,11 @@ def test_a_child_forked_while_another_thread_held_convts_locks_computes(tmp_path
     # another thread of the parent inside the weight cache or the output pool at
     # fork(): the child, which has no such thread, must not wait for it
     result = _run(_script(tmp_path, """
-        import os
         from convt import _outputs, _weight_cache
         _outputs.MIN_BYTES = 1 << 20  # compute()'s 4.5 MiB outputs come from the pool
         assert compute()
         with _weight_cache._lock, _outputs._lock:
-            pid = os.fork()
-            if pid == 0:
-                os._exit(0 if compute() and _outputs._blocks else 3)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status))
+            print(exit_code_of_child(lambda: compute() and _outputs._blocks))
     """))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0"]
@@ -110,15 +110,16 @@ def test_a_child_forked_during_a_blas_call_has_its_blas_threads_back(tmp_path):
             print("skip")
             raise SystemExit(0)
         before = blas.num_threads()
+
+        def restored():
+            with blas.single_threaded():
+                inside = blas.num_threads()
+            return (inside, blas.num_threads()) == (1, before)
+
         with blas.single_threaded():
             with blas._lock:
-                pid = os.fork()
-                if pid == 0:
-                    with blas.single_threaded():
-                        inside = blas.num_threads()
-                    os._exit(0 if (inside, blas.num_threads()) == (1, before) else 3)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status), blas.num_threads() == before)
+                code = exit_code_of_child(restored)
+        print(code, blas.num_threads() == before)
     """))
     assert result.returncode == 0, result.stderr
     if result.stdout.split() == ["skip"]:
