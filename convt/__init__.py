@@ -9,13 +9,14 @@
 """
 
 from . import kernels
+from ._bound import BoundLayer
 from ._conv import Conv, conv
 from ._estimator import ConvTranspose, conv_transpose
 from ._upsample import upsample
 
 __version__ = "0.1.0"
 
-__all__ = ["Conv", "ConvTranspose", "conv", "conv_transpose", "explain", "upsample", "kernels",
+__all__ = ["BoundLayer", "Conv", "ConvTranspose", "conv", "conv_transpose", "explain", "upsample", "kernels",
            "__version__"]
 
 

@@ -33,6 +33,10 @@ cdef struct Col2imJob:
     const char* packed_x               # per (image, group): row blocks [block][cg][rows]
     const char* w                      # (groups, cg, mg * taps), rows w_row apart
     Py_ssize_t w_group, w_row          # element strides
+    const char* panels                 # w's panels made before the call (fixed weights:
+                                       # see col2im_pack_panels), or NULL: copied per item
+    Py_ssize_t item_panels             # elements of a full item's panels, all K chunks
+    Py_ssize_t group_panels            # elements of a group's panels (all its items)
     const Py_ssize_t* panel_offsets    # k * nr
     const Py_ssize_t* table            # [positions][taps]: output index in a plane, or -1
     const char* bias                   # (M,) of the dtype, or NULL
@@ -53,38 +57,53 @@ cdef inline void col2im_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t
                                        accumulate, NULL)
 
 
-cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_group,
-                          Py_ssize_t first_column, Py_ssize_t columns, acc_t* product,
-                          acc_t* panels) noexcept nogil:
-    """product[p, j] = sum over c of x[c, p] w[c, first_column + j] for every
-    position p and j < columns, in whole panels (columns past ``columns`` sum
-    zeros).  Each K chunk of w's columns is first copied row by row (w read
-    once, front to back, with prefetch hints a few rows ahead) into panels
-    [panel][k][NR] that the kernels read from L2: read in place, each kernel step
-    would fetch a cache line of another row (rows a few KiB apart), and the calls
-    waited on memory.  (Hints for the next chunk spread over the kernel calls made
-    the call 1.1-1.2x slower.)"""
-    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
+cdef void copy_panels(const Col2imJob* job, const acc_t* w_group, Py_ssize_t first_column,
+                      Py_ssize_t columns, Py_ssize_t k0, Py_ssize_t depth,
+                      acc_t* panels) noexcept nogil:
+    """Rows k0 .. k0 + depth - 1 of w's columns [first_column, + columns) as
+    panels [panel][k][NR], zero past ``columns``; w read row by row, front to
+    back, with prefetch hints a few rows ahead."""
     cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
-    cdef Py_ssize_t k0, depth, q, j, k, i, n, rows
+    cdef Py_ssize_t q, k, i, n
     cdef const acc_t* source
     cdef acc_t* target
     cdef bint ahead
+    for k in range(depth):
+        source = w_group + (k0 + k) * job.w_row + first_column
+        ahead = k0 + k + COL2IM_PREFETCH_ROWS < job.cg
+        for q in range(count):
+            if ahead:  # one hint per cache line (NR elements are 64 bytes)
+                convt_prefetch(source + COL2IM_PREFETCH_ROWS * job.w_row + q * job.nr)
+            target = panels + (q * depth + k) * job.nr
+            n = min(job.nr, columns - q * job.nr)
+            for i in range(n):  # a loop the compiler vectorises: no call per line
+                target[i] = source[q * job.nr + i]
+            for i in range(n, job.nr):
+                target[i] = 0
+
+
+cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_group,
+                          Py_ssize_t first_column, Py_ssize_t columns, acc_t* product,
+                          acc_t* panels, const acc_t* made) noexcept nogil:
+    """product[p, j] = sum over c of x[c, p] w[c, first_column + j] for every
+    position p and j < columns, in whole panels (columns past ``columns`` sum
+    zeros).  Each K chunk of w's columns is first copied (copy_panels) into
+    ``panels`` that the kernels read from L2: read in place, each kernel step
+    would fetch a cache line of another row (rows a few KiB apart), and the calls
+    waited on memory.  (Hints for the next chunk spread over the kernel calls made
+    the call 1.1-1.2x slower.)  ``made``: this item's panels, all K chunks one
+    after the other, made before the call (fixed weights), read instead of a copy:
+    the kernels then stream them front to back."""
+    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
+    cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
+    cdef Py_ssize_t k0, depth, q, j, rows
     k0 = 0
     while k0 < job.cg:
         depth = min(job.depth_chunk, job.cg - k0)
-        for k in range(depth):
-            source = w_group + (k0 + k) * job.w_row + first_column
-            ahead = k0 + k + COL2IM_PREFETCH_ROWS < job.cg
-            for q in range(count):
-                if ahead:  # one hint per cache line (NR elements are 64 bytes)
-                    convt_prefetch(source + COL2IM_PREFETCH_ROWS * job.w_row + q * job.nr)
-                target = panels + (q * depth + k) * job.nr
-                n = min(job.nr, columns - q * job.nr)
-                for i in range(n):  # a loop the compiler vectorises: no call per line
-                    target[i] = source[q * job.nr + i]
-                for i in range(n, job.nr):
-                    target[i] = 0
+        if made != NULL:
+            panels = <acc_t*>made + k0 * count * job.nr
+        else:
+            copy_panels(job, w_group, first_column, columns, k0, depth, panels)
         for q in range(count):
             for j in range(blocks):
                 rows = min(job.mr, job.positions - j * job.mr)
@@ -113,9 +132,13 @@ cdef void col2im_item(const Col2imJob* job, Py_ssize_t index, int slot,
     cdef const acc_t* sums
     cdef const Py_ssize_t* targets
     cdef acc_t bias
+    cdef const acc_t* made = NULL
     if stopped(job.signals, slot):
         return
-    col2im_products(job, x_blocks, w_group, first * job.taps, columns, product, panels)
+    if job.panels != NULL:
+        made = (<const acc_t*>job.panels + group * job.group_panels
+                + (rest - group * job.runs) * job.item_panels)
+    col2im_products(job, x_blocks, w_group, first * job.taps, columns, product, panels, made)
     for m in range(first, last):
         channel = group * job.mg + m
         out = <acc_t*>job.y + (image * job.groups * job.mg + channel) * job.plane
@@ -138,8 +161,70 @@ cdef void col2im_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
         col2im_item(job, index, slot, <const float*>NULL)
 
 
+cdef int set_panel_geometry(Col2imJob* job, Kernels kernels, w, Py_ssize_t item, Py_ssize_t mg,
+                            Py_ssize_t taps, Py_ssize_t run, Py_ssize_t depth_chunk) except -1:
+    """The job's w and panel fields: w (G, Cg, Mg * taps) with unit column stride."""
+    job.doubles = item == 8
+    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
+    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
+    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
+    job.groups, job.cg, job.mg, job.taps = w.shape[0], w.shape[1], mg, taps
+    job.run = run
+    job.runs = (mg + run - 1) // run
+    job.depth_chunk = min(depth_chunk, job.cg)
+    job.ldc = (run * taps + job.nr - 1) // job.nr * job.nr
+    job.w_group, job.w_row = w.strides[0] // item, w.strides[1] // item
+    job.w = <const char*>data_of(w)
+    # made panels: item after item (the last of a group may have fewer columns)
+    job.item_panels = job.ldc * job.cg
+    job.group_panels = ((job.runs - 1) * job.item_panels
+                        + (((mg - (job.runs - 1) * run) * taps + job.nr - 1) // job.nr)
+                        * job.nr * job.cg)
+    job.panels = NULL
+    return 0
+
+
+def col2im_pack_panels(str family, w, Py_ssize_t mg, Py_ssize_t taps, Py_ssize_t run,
+                       Py_ssize_t depth_chunk):
+    """w's panels as col2im_conv_transpose copies them into L2 item by item, made
+    once for all items (group, then run of output channels; per item its K
+    chunks in order): a 1-D array to pass it as ``panels``.  Arguments as there
+    (mg: output channels per group)."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef Col2imJob job
+    cdef Py_ssize_t item = w.dtype.itemsize
+    cdef Py_ssize_t group, r, first, columns, k0, depth, at
+    if (w.ndim != 3 or item not in (4, 8) or w.strides[2] != item or w.shape[2] != mg * taps
+            or run < 1 or depth_chunk < 1):
+        raise ValueError("col2im_pack_panels: inconsistent operands")
+    set_panel_geometry(&job, kernels, w, item, mg, taps, run, depth_chunk)
+    panels = np.empty(job.groups * job.group_panels, dtype=w.dtype)
+    cdef char* to = <char*>data_of(panels)
+    with nogil:
+        for group in range(job.groups):
+            for r in range(job.runs):
+                first = r * run
+                columns = (min(mg, first + run) - first) * taps
+                at = group * job.group_panels + r * job.item_panels
+                k0 = 0
+                while k0 < job.cg:
+                    depth = min(job.depth_chunk, job.cg - k0)
+                    if job.doubles:
+                        copy_panels(&job, <const double*>job.w + group * job.w_group,
+                                    first * taps, columns, k0, depth,
+                                    <double*>to + at)
+                    else:
+                        copy_panels(&job, <const float*>job.w + group * job.w_group,
+                                    first * taps, columns, k0, depth,
+                                    <float*>to + at)
+                    at = at + (columns + job.nr - 1) // job.nr * job.nr * depth
+                    k0 = k0 + depth
+    return panels
+
+
 def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
-                          Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads):
+                          Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads,
+                          panels=None):
     """Fill ``y`` (N, M, plane) with ConvTranspose(x, w, b) by col2im on
     ``num_threads`` pool threads: ``packed_x`` (N, G, Cg * P) holds each image's
     and group's x as row blocks of the set's MR positions ([block][Cg][rows]), w
@@ -147,7 +232,8 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     index in a plane of each position's tap (-1: outside), b (M,) contiguous or
     None; ``run`` output channels per work item, ``depth_chunk`` input channels per
     kernel call and per copy of w's panels, ``block`` the blocked-sum steps.  All of one dtype, float32 or
-    float64."""
+    float64.  ``panels``: col2im_pack_panels of w with the same arguments, read
+    instead of copying w's panels."""
     cdef Kernels kernels = kernels_named(family)
     cdef Col2imJob job
     cdef Signals signals = signals_for_this_call()
@@ -162,24 +248,21 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
             or packed_x.shape[2] != w.shape[1] * table.shape[0] or run < 1 or depth_chunk < 1
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose: inconsistent operands")
-    job.doubles = item == 8
-    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
-    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
-    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
+    set_panel_geometry(&job, kernels, w, item, y.shape[1] // w.shape[0], table.shape[1], run,
+                       depth_chunk)
+    if panels is not None:
+        if (panels.ndim != 1 or panels.dtype != y.dtype or not panels.flags.c_contiguous
+                or panels.shape[0] != job.groups * job.group_panels):
+            raise ValueError("col2im_conv_transpose: panels of other operands")
+        job.panels = <const char*>data_of(panels)
     job.block = block
-    job.batch, job.groups, job.cg = y.shape[0], w.shape[0], w.shape[1]
-    job.mg = y.shape[1] // job.groups
-    job.positions, job.taps = table.shape[0], table.shape[1]
+    job.batch = y.shape[0]
+    job.positions = table.shape[0]
     job.plane = y.shape[2]
-    job.run = run
-    job.runs = (job.mg + run - 1) // run
-    job.depth_chunk = min(depth_chunk, job.cg)
-    job.ldc = (run * job.taps + job.nr - 1) // job.nr * job.nr
-    job.w_group, job.w_row = w.strides[0] // item, w.strides[1] // item
     panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
     job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
     job.table = <const Py_ssize_t*>data_of(table)
-    job.packed_x, job.w = <const char*>data_of(packed_x), <const char*>data_of(w)
+    job.packed_x = <const char*>data_of(packed_x)
     job.bias = <const char*>data_of(b)
     job.y = <char*>data_of(y)
     # per thread: the product (whole row blocks x ldc), then 64-byte aligned panels of w

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch
+from . import _dispatch, _weight_cache
 from ._compiled import load
 
 
@@ -125,8 +125,25 @@ def run(col2im, x, w, b, y, group, threads):
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
     load().col2im_conv_transpose(col2im.family, packed, grouped, bias,
                                  y.reshape(batch, y.shape[1], -1), col2im.table, col2im.run,
-                                 col2im.depth_chunk, col2im.sum_block, threads)
+                                 col2im.depth_chunk, col2im.sum_block, threads,
+                                 _made_panels(col2im, grouped, y.shape[1] // group))
     return True
+
+
+def _made_panels(col2im, grouped, mg):
+    """For fixed weights (a bound layer's, see convt._bound): their panels, made on the
+    first call of this col2im run and kept with them; else None (copied per call)."""
+    fixed = _weight_cache.fixed_weights_of(grouped)
+    if fixed is None:
+        return None
+    key = ("col2im", id(col2im), grouped.shape, grouped.strides)
+    kept = fixed.packings.get(key)
+    if kept is not None and kept[0] is col2im:  # (a reused id is another run)
+        return kept[1]
+    panels = load().col2im_pack_panels(col2im.family, grouped, mg, col2im.table.shape[1],
+                                       col2im.run, col2im.depth_chunk)
+    fixed.keep(key, (col2im, panels))
+    return panels
 
 
 def describe(col2im):

@@ -362,7 +362,9 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     if run.decision.engine == "direct":
         _run_direct(arrays, run, threads)
     else:
-        _run_gemm(arrays, run, threads, finite=False, streamed=call.streamed)
+        # fixed weights (a bound layer's) are packed once for all calls: nothing to stream
+        streamed = call.streamed and _weight_cache.fixed_weights_of(w) is None
+        _run_gemm(arrays, run, threads, finite=False, streamed=streamed)
     if call.channels_last:
         channels_first_copy(decision.row_family, y, result)
         y = result

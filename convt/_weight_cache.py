@@ -8,7 +8,9 @@ and again, so the packed weights of a call are remembered with a copy of the
 weights they came from.  A later call reuses them only when its weights hold
 exactly the same bytes (one ``memcmp``, several times cheaper than packing);
 weights edited in place, or other weights of the same shape, are packed again.
-Results are therefore those of packing every time.
+Results are therefore those of packing every time.  Weights bound to a layer
+(``layer.bind(w)``, convt._bound) are the layer's own read-only copy: their
+packings stay with it and are found without comparing any byte.
 
 Memory stays bounded: entries (the copy plus the packed weights) are evicted
 least recently used beyond ``CONVT_WEIGHT_CACHE_MIB`` mebibytes (default
@@ -24,7 +26,10 @@ call (convt._dispatch.streams_weights).
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
+
+import numpy as np
 
 from . import _environ
 from ._compiled import load
@@ -39,6 +44,52 @@ ENTRIES_PER_PLAN = 4
 _lock = ForkSafeLock()
 _plans = OrderedDict()   # key -> list of (run, weights copy, packed), most recent first
 _bytes = 0
+# Weights bound to a layer (convt._bound): address of the first byte of the bound
+# layer's own read-only copy -> its FixedWeights.  Nothing else can write that
+# memory, so every view of it keeps its bytes for as long as the copy lives.
+# Weakly held: the entry goes when the last bound layer holding the copy goes.
+_fixed = weakref.WeakValueDictionary()
+# Packings kept per fixed weights (one per plan: input shape, thread count,
+# route), the oldest dropped first: a bound layer applied to many input shapes
+# keeps a bounded number.
+FIXED_PACKINGS = 4
+
+
+class FixedWeights:
+    """The packings of weights that cannot change: a bound layer's own read-only
+    copy (see convt._bound), shared with its adjoint.  Its packings are kept with
+    it, outside the cache's budget, and found without comparing bytes."""
+
+    def __init__(self, weights):
+        if weights.flags.writeable or weights.base is not None:
+            raise ValueError("fixed weights must be a read-only array owning its memory")
+        self.weights = weights
+        self.packings = {}
+        with _lock:
+            _fixed[weights.__array_interface__["data"][0]] = self
+
+    def keep(self, key, packing):
+        """Remember ``packing``, a tuple whose arrays are made read-only, under ``key``."""
+        for part in packing:
+            if isinstance(part, np.ndarray):
+                part.flags.writeable = False
+        with _lock:
+            self.packings.pop(key, None)
+            while len(self.packings) >= FIXED_PACKINGS:
+                del self.packings[next(iter(self.packings))]
+            self.packings[key] = packing
+
+
+def fixed_weights_of(w):
+    """The FixedWeights whose memory ``w`` views, or None.  A view starting at the
+    copy's first byte is inside it: its address cannot belong to other memory
+    while the copy lives."""
+    if not _fixed or w.flags.writeable:
+        return None
+    fixed = _fixed.get(w.__array_interface__["data"][0])
+    if fixed is None or w.nbytes > fixed.weights.nbytes:
+        return None
+    return fixed
 
 
 def budget_bytes():
@@ -67,11 +118,18 @@ def lookup(run, arrays, finite, threads=1):
     bitwise-equal weights, or None (large weights are compared by up to ``threads``
     threads), and the weights as they lie in memory, a C-contiguous view to pass to
     ``store``, or None when they cannot be remembered (compared with one memcmp).
+    Fixed weights (a view of a bound layer's copy) are not compared: their packing,
+    if made before, and their FixedWeights.
 
     Every call runs this: it calls few Python functions, each of which costs 5-15 us
     once a large call has pushed them out of the CPU caches.
     """
     w = arrays.w
+    fixed = fixed_weights_of(w)
+    if fixed is not None:
+        kept = fixed.packings.get(_key(run, arrays, finite))
+        # (the key holds id(run): the run itself tells a reused id apart)
+        return (kept[1] if kept is not None and kept[0] is run else None), fixed
     dense = w if w.flags.c_contiguous else _memory_order(w)
     if dense is None or budget_bytes() <= 0:
         return None, None
@@ -97,8 +155,12 @@ def lookup(run, arrays, finite, threads=1):
 
 def store(run, arrays, w, finite, packed):
     """Remember ``packed`` as the packing of ``arrays.w`` by ``run`` (a copy of its memory-order
-    view ``w``, from ``lookup``, is kept)."""
+    view ``w``, from ``lookup``, is kept; for fixed weights, ``w`` is their FixedWeights,
+    which keeps ``packed`` alone)."""
     global _bytes
+    if isinstance(w, FixedWeights):
+        w.keep(_key(run, arrays, finite), (run, packed))
+        return
     budget = budget_bytes()
     size = w.nbytes + packed.nbytes
     if 2 * size > budget:

@@ -1,0 +1,160 @@
+"""A layer with its weights fixed: ``layer.bind(w, b)``.
+
+Inference and iterative reconstruction apply one layer to many inputs with the
+same weights.  ``layer.apply(x, w)`` cannot know that w is unchanged since the
+last call, so it compares w with the copy its weight cache keeps (one memcmp
+of the weights per call, a few percent of a weight-heavy layer) or reads w
+afresh (col2im).  A bound layer owns a read-only copy of w, made once, that
+nothing else can write: its packings (convt._weight_cache.FixedWeights) are
+made on the first call of each plan and then used without any comparison, and
+col2im reads the weights as ready-made panels instead of copying them from w
+every call.  Results are bitwise those of ``layer.apply(x, w, b)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _frontend
+from ._weight_cache import FixedWeights
+
+
+def _own_copy(name, value, opset, operator):
+    """A read-only copy of operand ``value`` that owns its memory (validated like
+    ``apply``'s operands), in the same memory order."""
+    array = _frontend.operands({name: value}, opset=opset, operator=operator)[name]
+    copy = np.array(array, copy=True, order="K")
+    copy.flags.writeable = False
+    return copy
+
+
+class BoundLayer:
+    """A :class:`ConvTranspose` or :class:`Conv` with its weights (and bias) fixed.
+
+    Made by ``layer.bind(w, b)``; see :meth:`ConvTranspose.bind`.  The layer's
+    parameters and the weights are copied when it is made: later changes to the
+    layer or to ``w`` do not reach it.
+
+    Attributes
+    ----------
+    layer : ConvTranspose or Conv
+        A clone of the layer it was bound from.
+    weights : ndarray
+        The weights, read-only.
+    bias : ndarray or None
+        The bias, read-only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from convt import ConvTranspose
+    >>> w = np.ones((1, 2, 3))
+    >>> up = ConvTranspose().bind(w)
+    >>> up(np.array([[[0., 1., 2.]]]))
+    array([[[0., 1., 3., 3., 2.],
+            [0., 1., 3., 3., 2.]]])
+    """
+
+    def __init__(self, layer, w, b=None):
+        attributes = layer._attributes()
+        self.layer = type(layer)(**layer.get_params())
+        self._fixed = FixedWeights(_own_copy("w", w, attributes.opset, layer._operator))
+        self._bias = None if b is None else _own_copy("b", b, attributes.opset, layer._operator)
+        if self._bias is not None and self._bias.dtype != self._fixed.weights.dtype:
+            raise TypeError(
+                f"w and b must have the same dtype; got w.dtype={self._fixed.weights.dtype} "
+                f"and b.dtype={self._bias.dtype}. Cast one of them, e.g. b.astype(w.dtype).")
+
+    @classmethod
+    def _sharing(cls, layer, fixed):
+        """A bound layer over the same fixed weights (an adjoint), without a bias."""
+        bound = cls.__new__(cls)
+        bound.layer, bound._fixed, bound._bias = layer, fixed, None
+        return bound
+
+    @property
+    def weights(self):
+        # a view: the copy owns its memory, and an owner may be made writeable again
+        return self._fixed.weights[...]
+
+    def apply(self, x, *, out=None):
+        """The layer applied to ``x`` with the bound weights and bias.
+
+        Parameters
+        ----------
+        x : array_like
+            As in the layer's ``apply``; of the weights' dtype.
+        out : ndarray, optional
+            As in the layer's ``apply``.
+
+        Returns
+        -------
+        ndarray
+            Bitwise ``layer.apply(x, weights, bias, out=out)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from convt import Conv
+        >>> smooth = Conv(pads=(1, 1)).bind(np.full((1, 1, 3), 1 / 3))
+        >>> smooth.apply(np.array([[[3., 3., 3., 6.]]]))
+        array([[[2., 3., 4., 3.]]])
+        """
+        return _frontend.apply(self.layer, x, self._fixed.weights, self._bias, out)
+
+    __call__ = apply
+
+    @property
+    def bias(self):
+        return None if self._bias is None else self._bias[...]
+
+    def output_shape_for(self, x_shape):
+        """The output shape for an input of shape ``x_shape``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from convt import ConvTranspose
+        >>> ConvTranspose(strides=2).bind(np.ones((3, 4, 2, 2))).output_shape_for((1, 3, 5, 5))
+        (1, 4, 10, 10)
+        """
+        return self.layer.output_shape_for(x_shape, self.weights.shape)
+
+    def adjoint(self, x_shape):
+        """The bound adjoint for inputs of shape ``x_shape``: the layer's
+        ``adjoint(x_shape, weights.shape)`` bound to the same weights (shared, not
+        copied), without a bias: the adjoint of the linear part.
+
+        ``<self(x), y> == <x, self.adjoint(x.shape)(y)>`` up to rounding, for x of
+        shape ``x_shape`` and y of the output shape (the pair of iterative
+        reconstruction).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from convt import Conv
+        >>> rng = np.random.default_rng(0)
+        >>> blur = Conv(strides=2, pads=(1, 1, 1, 1)).bind(rng.random((1, 1, 3, 3)))
+        >>> x, y = rng.random((1, 1, 9, 9)), rng.random((1, 1, 5, 5))
+        >>> bool(np.isclose(np.vdot(blur(x), y), np.vdot(x, blur.adjoint(x.shape)(y))))
+        True
+        """
+        return type(self)._sharing(self.layer.adjoint(x_shape, self.weights.shape), self._fixed)
+
+    def __repr__(self):
+        weights = self.weights
+        bias = "" if self._bias is None else f", b: {self._bias.dtype} {self._bias.shape}"
+        return f"{self.layer!r}.bind(w: {weights.dtype} {weights.shape}{bias})"
+
+    def __getstate__(self):
+        return {"layer": self.layer, "weights": self._fixed.weights, "bias": self._bias}
+
+    def __setstate__(self, state):
+        weights = np.array(state["weights"], copy=True, order="K")
+        weights.flags.writeable = False
+        self.layer = state["layer"]
+        self._fixed = FixedWeights(weights)
+        self._bias = state["bias"]
+        if self._bias is not None:
+            self._bias = np.array(self._bias, copy=True)
+            self._bias.flags.writeable = False
