@@ -16,7 +16,10 @@ as a column of its own. Bias is None everywhere.
 
 Weights are given to onnxruntime and OpenVINO as model constants, the way
 those engines are deployed, so they may pre-pack them at build time outside
-the timing; convt and torch receive the weight on every call.
+the timing; convt and torch receive the weight on every call.  `convt_bound`
+is convt given its weights once too (`layer.bind(w)`, then `bound(x)` per call,
+a fresh output each), reported as a column of its own; the ratios stay those of
+`convt`'s `apply(x, w)`.
 """
 
 from __future__ import annotations
@@ -39,15 +42,17 @@ from machine import wait_until_idle
 from workers import TaskFailed, Unavailable, Worker, WorkerFailed, describe_failure
 from workloads import Workload, make_inputs, reference_output, torch_conv_transpose
 
-ENGINE_NAMES: tuple[str, ...] = ("convt", "convt_out", "torch", "onnxruntime", "openvino")
+ENGINE_NAMES: tuple[str, ...] = ("convt", "convt_out", "convt_bound", "torch", "onnxruntime",
+                                 "openvino")
 ENGINE_LABELS: dict[str, str] = {
     "convt": "convt",
     "convt_out": "convt out=",
+    "convt_bound": "convt bound",
     "torch": "PyTorch",
     "onnxruntime": "onnxruntime",
     "openvino": "OpenVINO",
 }
-CONVT_ENGINES: tuple[str, ...] = ("convt", "convt_out")  # never the "fastest other"
+CONVT_ENGINES: tuple[str, ...] = ("convt", "convt_out", "convt_bound")  # never the "fastest other"
 OTHER_ENGINES: tuple[str, ...] = tuple(name for name in ENGINE_NAMES if name not in CONVT_ENGINES)
 # Engines that compute some storage dtypes in a lower precision. They are
 # timed and shown, but not counted as the "fastest other" engine for that
@@ -184,6 +189,13 @@ def prepare_convt_out(workload: Workload, x: np.ndarray, w: np.ndarray, threads:
     operator = convt_operator(workload, threads)
     out = np.empty(operator.output_shape_for(x.shape, w.shape), dtype=x.dtype)
     return lambda: operator.apply(x, w, None, out=out)
+
+
+def prepare_convt_bound(workload: Workload, x: np.ndarray, w: np.ndarray,
+                        threads: int | None) -> Call:
+    """convt.ConvTranspose(...).bind(w)(x), the weights bound once, a new array each call."""
+    bound = convt_operator(workload, threads).bind(w)
+    return lambda: bound(x)
 
 
 def prepare_torch(workload: Workload, x: np.ndarray, w: np.ndarray, threads: int | None) -> Call:
@@ -343,6 +355,7 @@ def prepare_openvino(workload: Workload, x: np.ndarray, w: np.ndarray, threads: 
 PREPARERS: dict[str, Callable[[Workload, np.ndarray, np.ndarray, int | None], Call]] = {
     "convt": prepare_convt,
     "convt_out": prepare_convt_out,
+    "convt_bound": prepare_convt_bound,
     "torch": prepare_torch,
     "onnxruntime": prepare_onnxruntime,
     "openvino": prepare_openvino,

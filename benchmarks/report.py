@@ -351,7 +351,9 @@ def header_lines(run: dict) -> list[str]:
         "times them in turn, the order rotating every round, after waiting until no worker uses CPU; each "
         "timed call follows an untimed priming call of the same engine. Times are medians of "
         f"{run['repeat']} calls, timed inside the worker (perf_counter, GC paused). Every engine returns a "
-        "fresh output array, except `convt out=`, which writes into a reused `out=` array.",
+        "fresh output array, except `convt out=`, which writes into a reused `out=` array. `convt bound` "
+        "is convt with its weights bound once (`layer.bind(w)`, then `bound(x)`), as onnxruntime and "
+        "OpenVINO get theirs; the ratio is that of `convt` (`apply(x, w)` every call).",
         "- Timing spread (median IQR / median of the repeats): "
         + ("n/a" if spread is None else f"{100 * spread:.0f}%; raw timings are in latest.json"),
         f"- Load average (1, 5, 15 min) at the start: {format_load(run.get('load_average_at_start'))}",
@@ -416,7 +418,8 @@ def update_readme(run: dict, readme: Path) -> Path:
         "",
         f"{run['date']}, {machine['model_name']} (family {machine['family']}, model {machine['model']}); "
         f"{peaks_sentence(run)}. Each engine in its own process, fresh output arrays (`convt out=`: a "
-        f"reused `out=` array), medians of {run['repeat']} calls; ratio = fastest other / convt. Full "
+        f"reused `out=` array; `convt bound`: `layer.bind(w)` once, then `bound(x)`), medians of "
+        f"{run['repeat']} calls; ratio = fastest other / convt (`apply(x, w)`). Full "
         "report, extended set and accuracy: [benchmarks/results/latest.md](benchmarks/results/latest.md).",
         "",
     ]

@@ -12,7 +12,7 @@ workload, is reported as n/a with the reason.
 
 Usage:
     python benchmarks/run.py [--threads N] [--repeat R] [--set table|extended|all]
-                             [--only name1,name2] [--engines convt,convt_out,torch,...]
+                             [--only name1,name2] [--engines convt,convt_out,convt_bound,torch,...]
                              [--out benchmarks/results] [--readme [README.md]]
 
 Writes <out>/<YYYY-MM-DD>-t<N>.md, <out>/latest.md, <out>/latest.json and
