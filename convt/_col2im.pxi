@@ -33,11 +33,9 @@ cdef struct Col2imJob:
     const char* packed_x               # per (image, group): row blocks [block][cg][rows]
     const char* w                      # (groups, cg, mg * taps), rows w_row apart
     Py_ssize_t w_group, w_row          # element strides
-    const char* panels                 # w's panels made before the call (fixed weights:
-                                       # see col2im_pack_panels), or NULL: copied per item
-    Py_ssize_t item_panels             # elements of a full item's panels, all K chunks
-    Py_ssize_t group_panels            # elements of a group's panels (all its items)
     const Py_ssize_t* panel_offsets    # k * nr
+    const char* made                   # fixed weights: w's column blocks, made once (see
+                                       # col2im_make_blocks); NULL otherwise
     const Py_ssize_t* table            # [positions][taps]: output index in a plane, or -1
     const char* bias                   # (M,) of the dtype, or NULL
     char* y                            # (N, M, plane) C-contiguous
@@ -57,53 +55,38 @@ cdef inline void col2im_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t
                                        accumulate, NULL)
 
 
-cdef void copy_panels(const Col2imJob* job, const acc_t* w_group, Py_ssize_t first_column,
-                      Py_ssize_t columns, Py_ssize_t k0, Py_ssize_t depth,
-                      acc_t* panels) noexcept nogil:
-    """Rows k0 .. k0 + depth - 1 of w's columns [first_column, + columns) as
-    panels [panel][k][NR], zero past ``columns``; w read row by row, front to
-    back, with prefetch hints a few rows ahead."""
+cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_group,
+                          Py_ssize_t first_column, Py_ssize_t columns, acc_t* product,
+                          acc_t* panels) noexcept nogil:
+    """product[p, j] = sum over c of x[c, p] w[c, first_column + j] for every
+    position p and j < columns, in whole panels (columns past ``columns`` sum
+    zeros).  Each K chunk of w's columns is first copied row by row (w read
+    once, front to back, with prefetch hints a few rows ahead) into panels
+    [panel][k][NR] that the kernels read from L2: read in place, each kernel step
+    would fetch a cache line of another row (rows a few KiB apart), and the calls
+    waited on memory.  (Hints for the next chunk spread over the kernel calls made
+    the call 1.1-1.2x slower.)"""
+    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
     cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
-    cdef Py_ssize_t q, k, i, n
+    cdef Py_ssize_t k0, depth, q, j, k, i, n, rows
     cdef const acc_t* source
     cdef acc_t* target
     cdef bint ahead
-    for k in range(depth):
-        source = w_group + (k0 + k) * job.w_row + first_column
-        ahead = k0 + k + COL2IM_PREFETCH_ROWS < job.cg
-        for q in range(count):
-            if ahead:  # one hint per cache line (NR elements are 64 bytes)
-                convt_prefetch(source + COL2IM_PREFETCH_ROWS * job.w_row + q * job.nr)
-            target = panels + (q * depth + k) * job.nr
-            n = min(job.nr, columns - q * job.nr)
-            for i in range(n):  # a loop the compiler vectorises: no call per line
-                target[i] = source[q * job.nr + i]
-            for i in range(n, job.nr):
-                target[i] = 0
-
-
-cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_group,
-                          Py_ssize_t first_column, Py_ssize_t columns, acc_t* product,
-                          acc_t* panels, const acc_t* made) noexcept nogil:
-    """product[p, j] = sum over c of x[c, p] w[c, first_column + j] for every
-    position p and j < columns, in whole panels (columns past ``columns`` sum
-    zeros).  Each K chunk of w's columns is first copied (copy_panels) into
-    ``panels`` that the kernels read from L2: read in place, each kernel step
-    would fetch a cache line of another row (rows a few KiB apart), and the calls
-    waited on memory.  (Hints for the next chunk spread over the kernel calls made
-    the call 1.1-1.2x slower.)  ``made``: this item's panels, all K chunks one
-    after the other, made before the call (fixed weights), read instead of a copy:
-    the kernels then stream them front to back."""
-    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
-    cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
-    cdef Py_ssize_t k0, depth, q, j, rows
     k0 = 0
     while k0 < job.cg:
         depth = min(job.depth_chunk, job.cg - k0)
-        if made != NULL:
-            panels = <acc_t*>made + k0 * count * job.nr
-        else:
-            copy_panels(job, w_group, first_column, columns, k0, depth, panels)
+        for k in range(depth):
+            source = w_group + (k0 + k) * job.w_row + first_column
+            ahead = k0 + k + COL2IM_PREFETCH_ROWS < job.cg
+            for q in range(count):
+                if ahead:  # one hint per cache line (NR elements are 64 bytes)
+                    convt_prefetch(source + COL2IM_PREFETCH_ROWS * job.w_row + q * job.nr)
+                target = panels + (q * depth + k) * job.nr
+                n = min(job.nr, columns - q * job.nr)
+                for i in range(n):  # a loop the compiler vectorises: no call per line
+                    target[i] = source[q * job.nr + i]
+                for i in range(n, job.nr):
+                    target[i] = 0
         for q in range(count):
             for j in range(blocks):
                 rows = min(job.mr, job.positions - j * job.mr)
@@ -132,13 +115,9 @@ cdef void col2im_item(const Col2imJob* job, Py_ssize_t index, int slot,
     cdef const acc_t* sums
     cdef const Py_ssize_t* targets
     cdef acc_t bias
-    cdef const acc_t* made = NULL
     if stopped(job.signals, slot):
         return
-    if job.panels != NULL:
-        made = (<const acc_t*>job.panels + group * job.group_panels
-                + (rest - group * job.runs) * job.item_panels)
-    col2im_products(job, x_blocks, w_group, first * job.taps, columns, product, panels, made)
+    col2im_products(job, x_blocks, w_group, first * job.taps, columns, product, panels)
     for m in range(first, last):
         channel = group * job.mg + m
         out = <acc_t*>job.y + (image * job.groups * job.mg + channel) * job.plane
@@ -155,76 +134,171 @@ cdef void col2im_item(const Col2imJob* job, Py_ssize_t index, int slot,
 
 cdef void col2im_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
     cdef const Col2imJob* job = <const Col2imJob*>context
-    if job.doubles:
+    if job.made != NULL:
+        if job.doubles:
+            col2im_item_fixed(job, index, slot, <const double*>NULL)
+        else:
+            col2im_item_fixed(job, index, slot, <const float*>NULL)
+    elif job.doubles:
         col2im_item(job, index, slot, <const double*>NULL)
     else:
         col2im_item(job, index, slot, <const float*>NULL)
 
 
-cdef int set_panel_geometry(Col2imJob* job, Kernels kernels, w, Py_ssize_t item, Py_ssize_t mg,
-                            Py_ssize_t taps, Py_ssize_t run, Py_ssize_t depth_chunk) except -1:
-    """The job's w and panel fields: w (G, Cg, Mg * taps) with unit column stride."""
-    job.doubles = item == 8
-    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
-    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
-    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
-    job.groups, job.cg, job.mg, job.taps = w.shape[0], w.shape[1], mg, taps
-    job.run = run
-    job.runs = (mg + run - 1) // run
-    job.depth_chunk = min(depth_chunk, job.cg)
-    job.ldc = (run * taps + job.nr - 1) // job.nr * job.nr
-    job.w_group, job.w_row = w.strides[0] // item, w.strides[1] // item
-    job.w = <const char*>data_of(w)
-    # made panels: item after item (the last of a group may have fewer columns)
-    job.item_panels = job.ldc * job.cg
-    job.group_panels = ((job.runs - 1) * job.item_panels
-                        + (((mg - (job.runs - 1) * run) * taps + job.nr - 1) // job.nr)
-                        * job.nr * job.cg)
-    job.panels = NULL
-    return 0
+# Fixed weights (a bound layer's, convt._bound): the products are computed the
+# other way round, C^T[j, p] = sum over c of w[c, j] x[c, p], by the same gemm
+# kernels with w's columns as the broadcast rows (blocks of MR columns made once,
+# [block][c][rows], so the kernels stream them front to back, each weight read
+# once) and x's positions as the vectors (x in panels of NR positions,
+# [panel][c][position], zero past the last).  Each product is the same blocked sum of the same terms in the same
+# order (an FMA's two factors commute), and the outputs add them in the same
+# order, so results are bitwise those of col2im_item.
 
 
-def col2im_pack_panels(str family, w, Py_ssize_t mg, Py_ssize_t taps, Py_ssize_t run,
-                       Py_ssize_t depth_chunk):
-    """w's panels as col2im_conv_transpose copies them into L2 item by item, made
-    once for all items (group, then run of output channels; per item its K
-    chunks in order): a 1-D array to pass it as ``panels``.  Arguments as there
-    (mg: output channels per group)."""
+cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
+                            const acc_t* like) noexcept nogil:
+    cdef Py_ssize_t image = index // (job.groups * job.runs)
+    cdef Py_ssize_t rest = index - image * job.groups * job.runs
+    cdef Py_ssize_t group = rest // job.runs
+    cdef Py_ssize_t run_index = rest - group * job.runs
+    cdef Py_ssize_t first = run_index * job.run
+    cdef Py_ssize_t last = min(job.mg, first + job.run)
+    cdef Py_ssize_t columns = (last - first) * job.taps
+    cdef acc_t* product = <acc_t*>job.workspace + slot * job.per_thread
+    cdef const acc_t* x_panels = (<const acc_t*>job.packed_x
+                                  + (image * job.groups + group) * job.cg * job.ldc)
+    # the group's blocks, then this item's: items before it hold run * taps columns each
+    cdef const acc_t* blocks = (<const acc_t*>job.made
+                                + (group * job.mg + first) * job.taps * job.cg)
+    cdef Py_ssize_t j0, rows, k0, depth, p, m, t, at, channel
+    cdef const acc_t* a
+    cdef acc_t* out
+    cdef const acc_t* sums
+    cdef const Py_ssize_t* targets
+    cdef acc_t bias
+    if stopped(job.signals, slot):
+        return
+    j0 = 0
+    while j0 < columns:
+        rows = min(job.mr, columns - j0)
+        a = blocks + j0 * job.cg  # this block: [c][rows], every K chunk in turn
+        k0 = 0
+        while k0 < job.cg:
+            depth = min(job.depth_chunk, job.cg - k0)
+            for p in range(job.ldc // job.nr):  # the panels of positions
+                col2im_kernel(job, rows, depth, a + k0 * rows,
+                              x_panels + (p * job.cg + k0) * job.nr,
+                              product + j0 * job.ldc + p * job.nr, k0 > 0)
+            k0 = k0 + depth
+        j0 = j0 + rows
+    for m in range(first, last):
+        channel = group * job.mg + m
+        out = <acc_t*>job.y + (image * job.groups * job.mg + channel) * job.plane
+        bias = (<const acc_t*>job.bias)[channel] if job.bias != NULL else 0
+        for at in range(job.plane):
+            out[at] = bias
+        sums = product + (m - first) * job.taps * job.ldc
+        for p in range(job.positions):
+            targets = job.table + p * job.taps
+            for t in range(job.taps):
+                if targets[t] >= 0:
+                    out[targets[t]] = out[targets[t]] + sums[t * job.ldc + p]
+
+
+def col2im_make_blocks(w, Py_ssize_t mr, Py_ssize_t run, Py_ssize_t taps):
+    """Fixed weights w (G, Cg, Mg * taps), unit column stride, as col2im's column
+    blocks: per group, per item (``run`` output channels, the last may have fewer),
+    per block of ``mr`` columns (the last may have fewer), [c][rows].  A 1-D array
+    of w's size."""
+    cdef Py_ssize_t item = w.dtype.itemsize
+    if w.ndim != 3 or item not in (4, 8) or w.strides[2] != item or w.shape[2] % taps:
+        raise ValueError("col2im_make_blocks: inconsistent operands")
+    cdef Py_ssize_t groups = w.shape[0], cg = w.shape[1], width = w.shape[2]
+    cdef Py_ssize_t w_group = w.strides[0] // item, w_row = w.strides[1] // item
+    made = np.empty(groups * cg * width, dtype=w.dtype)
+    cdef char* to = <char*>data_of(made)
+    cdef const char* source = <const char*>data_of(w)
+    cdef Py_ssize_t g, first, end, j0, rows, c, i, at = 0
+    with nogil:
+        for g in range(groups):
+            first = 0
+            while first < width:
+                end = min(width, first + run * taps)
+                j0 = first
+                while j0 < end:
+                    rows = min(mr, end - j0)
+                    for c in range(cg):
+                        for i in range(rows):
+                            if item == 8:
+                                (<double*>to)[at] = (<const double*>source)[
+                                    g * w_group + c * w_row + j0 + i]
+                            else:
+                                (<float*>to)[at] = (<const float*>source)[
+                                    g * w_group + c * w_row + j0 + i]
+                            at = at + 1
+                    j0 = j0 + rows
+                first = end
+    return made
+
+
+def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssize_t cg,
+                                Py_ssize_t run, Py_ssize_t depth_chunk, Py_ssize_t block,
+                                int num_threads):
+    """col2im_conv_transpose for fixed weights: ``x_panels`` (N, G, L / NR, Cg, NR)
+    holds each image's and group's x in panels of the set's NR positions, zero past
+    its P positions; ``made`` is col2im_make_blocks of w for the set's MR and this
+    ``run``; the rest as there."""
     cdef Kernels kernels = kernels_named(family)
     cdef Col2imJob job
-    cdef Py_ssize_t item = w.dtype.itemsize
-    cdef Py_ssize_t group, r, first, columns, k0, depth, at
-    if (w.ndim != 3 or item not in (4, 8) or w.strides[2] != item or w.shape[2] != mg * taps
-            or run < 1 or depth_chunk < 1):
-        raise ValueError("col2im_pack_panels: inconsistent operands")
-    set_panel_geometry(&job, kernels, w, item, mg, taps, run, depth_chunk)
-    panels = np.empty(job.groups * job.group_panels, dtype=w.dtype)
-    cdef char* to = <char*>data_of(panels)
+    cdef Signals signals = signals_for_this_call()
+    cdef int threads = max(1, num_threads)
+    cdef Py_ssize_t item = y.dtype.itemsize
+    cdef Py_ssize_t items, product
+    job.doubles = item == 8
+    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
+    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
+    if (x_panels.ndim != 5 or y.ndim != 3 or table.ndim != 2 or made.ndim != 1
+            or x_panels.dtype != y.dtype or made.dtype != y.dtype or item not in (4, 8)
+            or not x_panels.flags.c_contiguous or not y.flags.c_contiguous
+            or not made.flags.c_contiguous or not table.flags.c_contiguous
+            or table.dtype != np.intp or x_panels.shape[3] != cg or x_panels.shape[4] != job.nr
+            or x_panels.shape[2] * job.nr < table.shape[0] or y.shape[1] % x_panels.shape[1]
+            or made.shape[0] != x_panels.shape[1] * cg * (y.shape[1] // x_panels.shape[1])
+            * table.shape[1] or run < 1 or depth_chunk < 1
+            or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
+        raise ValueError("col2im_conv_transpose_fixed: inconsistent operands")
+    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
+    job.block = block
+    job.batch, job.groups, job.cg = y.shape[0], x_panels.shape[1], cg
+    job.mg = y.shape[1] // job.groups
+    job.positions, job.taps = table.shape[0], table.shape[1]
+    job.plane = y.shape[2]
+    job.run = run
+    job.runs = (job.mg + run - 1) // run
+    job.depth_chunk = min(depth_chunk, cg)
+    job.ldc = x_panels.shape[2] * job.nr
+    panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
+    job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
+    job.table = <const Py_ssize_t*>data_of(table)
+    job.packed_x, job.made = <const char*>data_of(x_panels), <const char*>data_of(made)
+    job.w = NULL
+    job.bias = <const char*>data_of(b)
+    job.y = <char*>data_of(y)
+    # per thread: the transposed product, whole blocks of MR columns x ldc positions
+    product = (run * job.taps + job.mr - 1) // job.mr * job.mr * job.ldc
+    job.per_thread = (product + 16) // 16 * 16
+    items = job.batch * job.groups * job.runs
+    workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
+    job.workspace = <char*>data_of(workspace)
+    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
+    job.signals = &signals
     with nogil:
-        for group in range(job.groups):
-            for r in range(job.runs):
-                first = r * run
-                columns = (min(mg, first + run) - first) * taps
-                at = group * job.group_panels + r * job.item_panels
-                k0 = 0
-                while k0 < job.cg:
-                    depth = min(job.depth_chunk, job.cg - k0)
-                    if job.doubles:
-                        copy_panels(&job, <const double*>job.w + group * job.w_group,
-                                    first * taps, columns, k0, depth,
-                                    <double*>to + at)
-                    else:
-                        copy_panels(&job, <const float*>job.w + group * job.w_group,
-                                    first * taps, columns, k0, depth,
-                                    <float*>to + at)
-                    at = at + (columns + job.nr - 1) // job.nr * job.nr * depth
-                    k0 = k0 + depth
-    return panels
+        convt_run(col2im_task, &job, items, threads)
+    raise_if_stopped(&signals)
 
 
 def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
-                          Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads,
-                          panels=None):
+                          Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads):
     """Fill ``y`` (N, M, plane) with ConvTranspose(x, w, b) by col2im on
     ``num_threads`` pool threads: ``packed_x`` (N, G, Cg * P) holds each image's
     and group's x as row blocks of the set's MR positions ([block][Cg][rows]), w
@@ -232,8 +306,7 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     index in a plane of each position's tap (-1: outside), b (M,) contiguous or
     None; ``run`` output channels per work item, ``depth_chunk`` input channels per
     kernel call and per copy of w's panels, ``block`` the blocked-sum steps.  All of one dtype, float32 or
-    float64.  ``panels``: col2im_pack_panels of w with the same arguments, read
-    instead of copying w's panels."""
+    float64."""
     cdef Kernels kernels = kernels_named(family)
     cdef Col2imJob job
     cdef Signals signals = signals_for_this_call()
@@ -248,21 +321,25 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
             or packed_x.shape[2] != w.shape[1] * table.shape[0] or run < 1 or depth_chunk < 1
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose: inconsistent operands")
-    set_panel_geometry(&job, kernels, w, item, y.shape[1] // w.shape[0], table.shape[1], run,
-                       depth_chunk)
-    if panels is not None:
-        if (panels.ndim != 1 or panels.dtype != y.dtype or not panels.flags.c_contiguous
-                or panels.shape[0] != job.groups * job.group_panels):
-            raise ValueError("col2im_conv_transpose: panels of other operands")
-        job.panels = <const char*>data_of(panels)
+    job.doubles = item == 8
+    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
+    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
+    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
     job.block = block
-    job.batch = y.shape[0]
-    job.positions = table.shape[0]
+    job.batch, job.groups, job.cg = y.shape[0], w.shape[0], w.shape[1]
+    job.mg = y.shape[1] // job.groups
+    job.positions, job.taps = table.shape[0], table.shape[1]
     job.plane = y.shape[2]
+    job.run = run
+    job.runs = (job.mg + run - 1) // run
+    job.depth_chunk = min(depth_chunk, job.cg)
+    job.ldc = (run * job.taps + job.nr - 1) // job.nr * job.nr
+    job.w_group, job.w_row = w.strides[0] // item, w.strides[1] // item
     panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
     job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
     job.table = <const Py_ssize_t*>data_of(table)
-    job.packed_x = <const char*>data_of(packed_x)
+    job.packed_x, job.w = <const char*>data_of(packed_x), <const char*>data_of(w)
+    job.made = NULL
     job.bias = <const char*>data_of(b)
     job.y = <char*>data_of(y)
     # per thread: the product (whole row blocks x ldc), then 64-byte aligned panels of w

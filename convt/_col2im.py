@@ -35,6 +35,7 @@ class Col2imRun:
 
     family: str            # the kernel set whose gemm kernels run
     mr: int                # its kernels' rows (positions per kernel call)
+    nr: int                # its kernels' columns (fixed weights: positions per kernel call)
     run: int               # output channels per work item
     work_items: int
     depth_chunk: int       # input channels per kernel call (and per copy of w's panels)
@@ -93,7 +94,7 @@ def plan(problem, decision):
     depth_chunk = max(1, min(problem.cg, _dispatch.COL2IM_DEPTH,
                              _dispatch.COL2IM_PANEL_BYTES // (panel_columns * itemsize)))
     # each product sums all input channels, as a Conv's does: the GEMM engine's blocks
-    return Col2imRun(decision.kernel_set, mr, run, problem.batch * problem.group * runs,
+    return Col2imRun(decision.kernel_set, mr, nr, run, problem.batch * problem.group * runs,
                      depth_chunk, decision.blocking.sum_block(problem.cg, problem.cg),
                      int((table >= 0).sum()) * problem.cg * problem.mg * problem.group
                      * problem.batch, table)
@@ -121,29 +122,43 @@ def run(col2im, x, w, b, y, group, threads):
     dtype = y.dtype
     if x.dtype != dtype:
         return False
-    packed = packed_input(x, group, col2im.mr)
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
-    load().col2im_conv_transpose(col2im.family, packed, grouped, bias,
-                                 y.reshape(batch, y.shape[1], -1), col2im.table, col2im.run,
-                                 col2im.depth_chunk, col2im.sum_block, threads,
-                                 _made_panels(col2im, grouped, y.shape[1] // group))
+    planes = y.reshape(batch, y.shape[1], -1)
+    fixed = _weight_cache.fixed_weights_of(grouped)
+    if fixed is not None:
+        load().col2im_conv_transpose_fixed(
+            col2im.family, input_panels(x, group, col2im.nr), made_blocks(col2im, grouped, fixed),
+            bias, planes, col2im.table, channels // group, col2im.run, col2im.depth_chunk,
+            col2im.sum_block, threads)
+        return True
+    load().col2im_conv_transpose(col2im.family, packed_input(x, group, col2im.mr), grouped, bias,
+                                 planes, col2im.table, col2im.run, col2im.depth_chunk,
+                                 col2im.sum_block, threads)
     return True
 
 
-def _made_panels(col2im, grouped, mg):
-    """For fixed weights (a bound layer's, see convt._bound): their panels, made on the
-    first call of this col2im run and kept with them; else None (copied per call)."""
-    fixed = _weight_cache.fixed_weights_of(grouped)
-    if fixed is None:
-        return None
+def input_panels(x, group, nr):
+    """x (N, C, spatial...) as (N, G, L / nr, Cg, nr): per image and group, panels of
+    ``nr`` positions ([panel][channel][position]), zeros past the P positions (L: the
+    next multiple of nr), so that a kernel call reads one contiguous panel."""
+    batch, channels = x.shape[:2]
+    cg, positions = channels // group, math.prod(x.shape[2:])
+    panels = -(-positions // nr)
+    rows = np.zeros((batch, group, cg, panels * nr), dtype=x.dtype)
+    rows[..., :positions] = x.reshape(batch, group, cg, positions)
+    return np.ascontiguousarray(rows.reshape(batch, group, cg, panels, nr).transpose(0, 1, 3, 2, 4))
+
+
+def made_blocks(col2im, grouped, fixed):
+    """Fixed weights (a bound layer's, see convt._bound) as col2im's column blocks for
+    this run, made on its first call and kept with them."""
     key = ("col2im", id(col2im), grouped.shape, grouped.strides)
     kept = fixed.packings.get(key)
     if kept is not None and kept[0] is col2im:  # (a reused id is another run)
         return kept[1]
-    panels = load().col2im_pack_panels(col2im.family, grouped, mg, col2im.table.shape[1],
-                                       col2im.run, col2im.depth_chunk)
-    fixed.keep(key, (col2im, panels))
-    return panels
+    made = load().col2im_make_blocks(grouped, col2im.mr, col2im.run, col2im.table.shape[1])
+    fixed.keep(key, (col2im, made))
+    return made
 
 
 def describe(col2im):

@@ -163,26 +163,38 @@ def test_packings_are_kept_with_the_weights_bounded_and_released():
     assert address not in _weight_cache._fixed
 
 
-def test_col2im_reads_made_panels(small_routes, monkeypatch):
+def test_col2im_reads_blocks_made_once(small_routes, monkeypatch):
     x, w, b = _operands((2, 64, 6, 6), (64, 13, 4, 4), 52)
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), group=4)
     made = []
-    original = _col2im._made_panels
+    original = _col2im.made_blocks
 
-    def spy(col2im, grouped, mg):
-        panels = original(col2im, grouped, mg)
-        made.append(panels)
-        return panels
+    def spy(col2im, grouped, fixed):
+        blocks = original(col2im, grouped, fixed)
+        made.append(blocks)
+        return blocks
 
-    monkeypatch.setattr(_col2im, "_made_panels", spy)
+    monkeypatch.setattr(_col2im, "made_blocks", spy)
     layer.apply(x, w, b)
-    assert made == [None]  # apply's weights may change: copied per call
+    assert made == []  # apply's weights may change: copied per call
     bound = layer.bind(w, b)
     np.testing.assert_array_equal(bound(x), layer.apply(x, w, b))
     np.testing.assert_array_equal(bound(x), layer.apply(x, w, b))
-    # bound, apply, bound, apply: made once, then reused
-    assert made[1] is not None and made[3] is made[1] and made[2] is None and made[4] is None
-    assert not made[1].flags.writeable
+    assert len(made) == 2 and made[1] is made[0]  # made once, then reused
+    assert not made[0].flags.writeable and made[0].size == w.size
+
+
+@pytest.mark.parametrize("positions", [(2, 2), (2, 3), (4, 4), (5, 7), (9, 9)])
+def test_col2im_positions_in_panels(small_routes, monkeypatch, positions):
+    """Positions padded to whole panels of the set's NR, short last column blocks and
+    items, K chunks of 16 input channels (the last shorter)."""
+    monkeypatch.setattr(_dispatch, "COL2IM_DEPTH", 16)
+    x, w, b = _operands((3, 40) + positions, (40, 7, 3, 3), 7, np.float64)
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 0, 1, 1))
+    assert _route(layer, x.shape, w.shape, np.float64) == "col2im"
+    bound = layer.bind(w, b)
+    np.testing.assert_array_equal(bound(x), layer.apply(x, w, b))
+    assert relative_error(bound(x), _exact(layer, x, w, b)) < 1e-14
 
 
 def test_pickle_and_repr():
