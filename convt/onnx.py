@@ -1,4 +1,5 @@
-"""ONNX nodes in convt: the estimator of a ConvTranspose or Conv node, and a node run on arrays.
+"""ONNX nodes in convt: the estimator of a ConvTranspose or Conv node, a node run on
+arrays, and a one-node model's layer bound to its weights.
 
 ``onnx`` is imported when these functions are called, never by ``import convt``;
 it stays an optional dependency (``pip install onnx``).
@@ -279,3 +280,54 @@ def run_node(node, inputs, opset=None):
     model, node, opset = _resolve(node, opset)
     estimator = from_node(node, opset)
     return [estimator.apply(*_inputs(model, node, inputs, onnx))]
+
+
+def from_model(model, opset=None):
+    """The layer of a model's ConvTranspose or Conv node, bound to the weights (and
+    bias) stored in its graph's initializers: call it with X alone.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        A model whose graph holds exactly one ConvTranspose or Conv node, whose W
+        (and B, when the node has one) are graph initializers.
+    opset : int, optional
+        As in :func:`from_node` (default: the model's).
+
+    Returns
+    -------
+    BoundLayer
+        ``from_node(model, opset).bind(W, B)``: see :meth:`convt.ConvTranspose.bind`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onnx import TensorProto, helper, numpy_helper
+    >>> from convt.onnx import from_model
+    >>> w = numpy_helper.from_array(np.ones((1, 1, 3), np.float32), "W")
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("ConvTranspose", ["X", "W"], ["Y"], strides=[2])], "up",
+    ...     [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, 3])],
+    ...     [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], [w])
+    >>> up = from_model(helper.make_model(graph))
+    >>> up
+    ConvTranspose(strides=(2,), opset=...).bind(w: float32 (1, 1, 3))
+    >>> up(np.array([[[0., 1., 2.]]], np.float32))
+    array([[[0., 0., 1., 1., 3., 2., 2.]]], dtype=float32)
+    """
+    onnx = _onnx()
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"from_model takes an onnx.ModelProto; got {type(model).__name__}. "
+                        f"For a node, use from_node(node).bind(w, b).")
+    _, node, opset = _resolve(model, opset)
+    stored = {t.name: t for t in model.graph.initializer}
+    names = list(node.input)
+    missing = [name for name in names[1:] if name and name not in stored]
+    if missing:
+        raise ValueError(
+            f"from_model binds the {_node_label(node)} to the weights in its graph's "
+            f"initializers, which have no {missing}: give them to run_node instead, or "
+            f"bind them yourself: from_node(model).bind(w, b).")
+    w = _tensor(stored[names[1]], onnx)
+    b = _tensor(stored[names[2]], onnx) if len(names) > 2 and names[2] else None
+    return from_node(node, opset).bind(w, b)

@@ -239,3 +239,42 @@ def test_errors_name_the_operand():
         bound(np.ones((1, 3, 5), dtype=np.float32))  # 3 input channels for a w of 2
     with pytest.raises(TypeError, match="dtype"):
         bound(np.ones((1, 2, 5), dtype=np.float64))
+
+
+def _one_node_model(op_type, w, b, initializers, **attributes):
+    from onnx import TensorProto, helper, numpy_helper
+
+    inputs = ["X", "W"] + (["B"] if b is not None else [])
+    stored = [numpy_helper.from_array(array, name)
+              for name, array in (("W", w), ("B", b)) if name in initializers]
+    graph = helper.make_graph(
+        [helper.make_node(op_type, inputs, ["Y"], **attributes)], "layer",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], stored)
+    return helper.make_model(graph)
+
+
+@pytest.mark.parametrize("op_type", ["ConvTranspose", "Conv"])
+def test_onnx_from_model_binds_the_initializers(op_type):
+    pytest.importorskip("onnx")
+    from convt.onnx import from_model, run_node
+
+    x, w, b = _operands((1, 6, 9, 9), (6, 6, 3, 3), 6)
+    model = _one_node_model(op_type, w, b, ("W", "B"), strides=[2, 2], pads=[1, 1, 1, 1])
+    bound = from_model(model)
+    assert isinstance(bound, BoundLayer)
+    np.testing.assert_array_equal(bound(x), run_node(model, [x])[0])
+    layer = (Conv if op_type == "Conv" else ConvTranspose)(strides=2, pads=(1, 1, 1, 1))
+    assert relative_error(bound(x), _exact(layer, x, w, b)) < 2e-6
+
+
+def test_onnx_from_model_errors():
+    pytest.importorskip("onnx")
+    from convt.onnx import from_model
+
+    x, w, b = _operands((1, 2, 5, 5), (2, 2, 3, 3), 2)
+    with pytest.raises(ValueError, match=r"initializers, which have no \['B'\]"):
+        from_model(_one_node_model("Conv", w, b, ("W",)))
+    model = _one_node_model("Conv", w, None, ("W",))
+    with pytest.raises(TypeError, match="ModelProto; got NodeProto"):
+        from_model(model.graph.node[0])
