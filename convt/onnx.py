@@ -309,9 +309,9 @@ def from_model(model, opset=None):
     ...     [helper.make_node("ConvTranspose", ["X", "W"], ["Y"], strides=[2])], "up",
     ...     [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, 3])],
     ...     [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], [w])
-    >>> up = from_model(helper.make_model(graph))
+    >>> up = from_model(helper.make_model(graph), opset=22)
     >>> up
-    ConvTranspose(strides=(2,), opset=...).bind(w: float32 (1, 1, 3))
+    ConvTranspose(strides=(2,), opset=22).bind(w: float32 (1, 1, 3))
     >>> up(np.array([[[0., 1., 2.]]], np.float32))
     array([[[0., 0., 1., 1., 3., 2., 2.]]], dtype=float32)
     """
