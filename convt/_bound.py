@@ -28,6 +28,53 @@ def _own_copy(name, value, opset, operator):
     return copy
 
 
+class Bindable:
+    """The ``bind`` method of ConvTranspose and Conv."""
+
+    def bind(self, w, b=None):
+        """This layer with weights ``w`` (and bias ``b``) fixed, for many inputs.
+
+        The weights and bias are validated and copied once (read-only, in their
+        memory order); the returned :class:`~convt.BoundLayer` is called with ``x``
+        alone.  Each call then uses the weights as packed on the first call of
+        its input shape, without comparing them with a remembered copy as
+        ``apply`` must (w may have changed between calls), and weight-bound
+        layers on small maps read column blocks made once.  Results are bitwise
+        those of ``apply`` with the same operands.  Memory: the copy, plus up to
+        four packings (about the weights' size each), kept while the bound layer
+        lives.
+
+        Parameters
+        ----------
+        w : array_like
+            As in ``apply``.
+        b : array_like, optional
+            As in ``apply``.
+
+        Returns
+        -------
+        BoundLayer
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from convt import Conv, ConvTranspose
+        >>> w = np.ones((2, 1, 3), dtype=np.float32)
+        >>> down = Conv(strides=2).bind(w)
+        >>> down
+        Conv(strides=2).bind(w: float32 (2, 1, 3))
+        >>> x = np.arange(7, dtype=np.float32)[None, None]
+        >>> down(x)
+        array([[[ 3.,  9., 15.],
+                [ 3.,  9., 15.]]], dtype=float32)
+        >>> up = ConvTranspose(strides=2).bind(w)
+        >>> y = np.ones((1, 2, 2), dtype=np.float32)
+        >>> bool(np.array_equal(up(y), ConvTranspose(strides=2).apply(y, w)))
+        True
+        """
+        return BoundLayer(self, w, b)
+
+
 class BoundLayer:
     """A :class:`ConvTranspose` or :class:`Conv` with its weights (and bias) fixed.
 

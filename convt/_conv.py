@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import _frontend, _geometry, _layouts, _validation
+from ._bound import Bindable
 
 # The same weight array read by a Conv and by its adjoint ConvTranspose: Conv's
 # (M, C/group, k...) is ConvTranspose's (C, M/group, k...) with the roles of
@@ -11,7 +12,7 @@ CONV_TO_TRANSPOSE_FORMAT = {"OIX": "IOX", "XIO": "XOI", "IOX": "OIX"}
 TRANSPOSE_TO_CONV_FORMAT = {value: key for key, value in CONV_TO_TRANSPOSE_FORMAT.items()}
 
 
-class Conv(_frontend.Parameters):
+class Conv(_frontend.Parameters, Bindable):
     """Convolution, exactly as the ONNX Conv operator text.
 
     Parameters are the ONNX attributes, keyword-only, validated on
@@ -257,46 +258,6 @@ class Conv(_frontend.Parameters):
         return _frontend.compute_conv(x, w, b, geometry, attributes.group,
                                       attributes.num_threads, attributes.data_format, out,
                                       engine, backend, **overrides)
-
-    def bind(self, w, b=None):
-        """This layer with weights ``w`` (and bias ``b``) fixed, for many inputs.
-
-        The weights and bias are validated and copied once (read-only, in their
-        memory order); the returned :class:`~convt.BoundLayer` is called with ``x``
-        alone.  Each call then uses the weights as packed on the first call of
-        its input shape, without comparing them with a remembered copy as
-        :meth:`apply` must (w may have changed between calls), and weight-bound
-        layers on small maps read ready-made panels.  Results are bitwise those of
-        :meth:`apply` with the same operands.  Memory: the copy, plus up to four
-        packings (about the weights' size each), kept while the bound layer lives.
-
-        Parameters
-        ----------
-        w : array_like
-            As in :meth:`apply`.
-        b : array_like, optional
-            As in :meth:`apply`.
-
-        Returns
-        -------
-        BoundLayer
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from convt import Conv
-        >>> w = np.ones((2, 1, 3), dtype=np.float32)
-        >>> down = Conv(strides=2).bind(w)
-        >>> down
-        Conv(strides=2).bind(w: float32 (2, 1, 3))
-        >>> x = np.arange(7, dtype=np.float32)[None, None]
-        >>> down(x)
-        array([[[ 3.,  9., 15.],
-                [ 3.,  9., 15.]]], dtype=float32)
-        """
-        from ._bound import BoundLayer
-
-        return BoundLayer(self, w, b)
 
     def apply(self, x, w, b=None, *, out=None):
         """Compute the convolution of ``x`` with ``w`` (and bias ``b``).

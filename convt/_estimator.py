@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from . import _frontend, _geometry, _layouts, _validation
+from ._bound import Bindable
 
 
-class ConvTranspose(_frontend.Parameters):
+class ConvTranspose(_frontend.Parameters, Bindable):
     """Transposed convolution, exactly as the ONNX ConvTranspose operator text.
 
     Parameters are the ONNX attributes, keyword-only, validated on
@@ -257,45 +258,6 @@ class ConvTranspose(_frontend.Parameters):
         attributes, x, w, b, geometry = self._prepare(x, w, b)
         return _frontend.compute(x, w, b, geometry, attributes.group, attributes.num_threads,
                                  attributes.data_format, out, engine, backend, **overrides)
-
-    def bind(self, w, b=None):
-        """This layer with weights ``w`` (and bias ``b``) fixed, for many inputs.
-
-        The weights and bias are validated and copied once (read-only, in their
-        memory order); the returned :class:`~convt.BoundLayer` is called with ``x``
-        alone.  Each call then uses the weights as packed on the first call of
-        its input shape, without comparing them with a remembered copy as
-        :meth:`apply` must (w may have changed between calls), and weight-bound
-        layers on small maps read ready-made panels.  Results are bitwise those of
-        :meth:`apply` with the same operands.  Memory: the copy, plus up to four
-        packings (about the weights' size each), kept while the bound layer lives.
-
-        Parameters
-        ----------
-        w : array_like
-            As in :meth:`apply`.
-        b : array_like, optional
-            As in :meth:`apply`.
-
-        Returns
-        -------
-        BoundLayer
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from convt import ConvTranspose
-        >>> w = np.ones((1, 2, 3), dtype=np.float32)
-        >>> up = ConvTranspose(strides=2).bind(w)
-        >>> up
-        ConvTranspose(strides=2).bind(w: float32 (1, 2, 3))
-        >>> x = np.array([[[1., 2.]]], dtype=np.float32)
-        >>> np.array_equal(up(x), ConvTranspose(strides=2).apply(x, w))
-        True
-        """
-        from ._bound import BoundLayer
-
-        return BoundLayer(self, w, b)
 
     def apply(self, x, w, b=None, *, out=None):
         """Compute the transposed convolution of ``x`` with ``w`` (and bias ``b``).
