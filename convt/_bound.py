@@ -13,6 +13,8 @@ every call.  Results are bitwise those of ``layer.apply(x, w, b)``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _frontend
@@ -187,6 +189,60 @@ class BoundLayer:
         True
         """
         return type(self)._sharing(self.layer.adjoint(x_shape, self.weights.shape), self._fixed)
+
+    def as_linear_operator(self, x_shape):
+        """This bound layer as a ``scipy.sparse.linalg.LinearOperator`` on inputs of
+        shape ``x_shape``, its adjoint as ``rmatvec``: for scipy's iterative solvers
+        (``lsqr``, ``cg`` on the normal equations, ...).
+
+        Vectors are the flattened (C-order) input and output arrays; ``matmat``
+        applies the layer to each column.  The layer must have no bias (an
+        operator with one is not linear): bind without ``b``.
+
+        Parameters
+        ----------
+        x_shape : tuple of int
+            The input shape, batch included.
+
+        Returns
+        -------
+        scipy.sparse.linalg.LinearOperator
+            Of shape (output size, input size) and the weights' dtype.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scipy.sparse.linalg import lsqr
+        >>> from convt import Conv
+        >>> blur = Conv(pads=(1, 1)).bind(np.array([[[0.25, 0.5, 0.25]]]))
+        >>> truth = np.sin(np.linspace(0, 3, 40))[None, None]
+        >>> A = blur.as_linear_operator(truth.shape)
+        >>> A.shape
+        (40, 40)
+        >>> estimate = lsqr(A, blur(truth).ravel(), atol=1e-12, btol=1e-12)[0]
+        >>> bool(np.abs(estimate - truth.ravel()).max() < 1e-6)
+        True
+        """
+        if self._bias is not None:
+            raise ValueError(
+                "as_linear_operator needs a bound layer without a bias (an operator with "
+                "one is not linear); bind the weights alone: layer.bind(w).")
+        from scipy.sparse.linalg import LinearOperator
+
+        x_shape = tuple(x_shape)
+        y_shape = self.output_shape_for(x_shape)
+        adjoint = self.adjoint(x_shape)
+        dtype = self._fixed.weights.dtype
+
+        def forward(vector):
+            return self.apply(np.ascontiguousarray(vector, dtype=dtype).reshape(x_shape)).ravel()
+
+        def backward(vector):
+            return adjoint.apply(
+                np.ascontiguousarray(vector, dtype=dtype).reshape(y_shape)).ravel()
+
+        return LinearOperator((math.prod(y_shape), math.prod(x_shape)), matvec=forward,
+                              rmatvec=backward, dtype=dtype)
 
     def __repr__(self):
         weights = self.weights

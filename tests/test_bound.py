@@ -278,3 +278,27 @@ def test_onnx_from_model_errors():
     model = _one_node_model("Conv", w, None, ("W",))
     with pytest.raises(TypeError, match="ModelProto; got NodeProto"):
         from_model(model.graph.node[0])
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_as_linear_operator(forward):
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((3, 2, 3, 2))
+    layer = (Conv(strides=(2, 1), pads=(1, 0, 1, 1)) if forward
+             else ConvTranspose(strides=(2, 1), pads=(1, 0, 1, 1)))
+    x_shape = (2, 2 if forward else 3, 7, 5)
+    bound = layer.bind(w)
+    operator = bound.as_linear_operator(x_shape)
+    y_shape = bound.output_shape_for(x_shape)
+    assert operator.shape == (np.prod(y_shape), np.prod(x_shape)) and operator.dtype == w.dtype
+    x = rng.standard_normal(x_shape)
+    r = rng.standard_normal(y_shape)
+    np.testing.assert_array_equal(operator.matvec(x.ravel()), layer.apply(x, w).ravel())
+    np.testing.assert_array_equal(operator.rmatvec(r.ravel()),
+                                  layer.adjoint(x_shape, w.shape).apply(r, w).ravel())
+    # the dense matrix from matmat is the transpose of the one from rmatmat
+    dense = operator.matmat(np.eye(operator.shape[1]))
+    np.testing.assert_allclose(operator.rmatmat(np.eye(operator.shape[0])), dense.T,
+                               rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="without a bias"):
+        layer.bind(w, rng.standard_normal(3 if forward else 2)).as_linear_operator(x_shape)
