@@ -36,9 +36,10 @@ class Bindable:
     def bind(self, w, b=None):
         """This layer with weights ``w`` (and bias ``b``) fixed, for many inputs.
 
-        The weights and bias are validated and copied once (read-only, in their
-        memory order); the returned :class:`~convt.BoundLayer` is called with ``x``
-        alone.  Each call then uses the weights as packed on the first call of
+        The weights and bias are checked (arrays of a supported dtype) and copied
+        once (read-only, in their memory order); their shapes are checked against
+        ``x`` on each call, as by ``apply``.  The returned :class:`~convt.BoundLayer`
+        is called with ``x`` alone.  Each call then uses the weights as packed on the first call of
         its input shape, without comparing them with a remembered copy as
         ``apply`` must (w may have changed between calls), and weight-bound
         layers on small maps read column blocks made once.  Results are bitwise
