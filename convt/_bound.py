@@ -6,9 +6,10 @@ last call, so it compares w with the copy its weight cache keeps (one memcmp
 of the weights per call, a few percent of a weight-heavy layer) or reads w
 afresh (col2im).  A bound layer owns a read-only copy of w, made once, that
 nothing else can write: its packings (convt._weight_cache.FixedWeights) are
-made on the first call of each plan and then used without any comparison, and
-col2im reads the weights as ready-made panels instead of copying them from w
-every call.  Results are bitwise those of ``layer.apply(x, w, b)``.
+made on the first call of each plan and then used without any comparison;
+col2im streams w's columns from blocks made once instead of copying them from w
+every call, and a Conv whose weights ``apply`` streams packs them once.  Results
+are bitwise those of ``layer.apply(x, w, b)``.
 """
 
 from __future__ import annotations
