@@ -12,7 +12,7 @@ import pickle
 import numpy as np
 import pytest
 
-from _helpers import relative_error
+from _helpers import FAMILIES, relative_error, use_kernel_set
 from convt import BoundLayer, Conv, ConvTranspose, _col2im, _dispatch, _weight_cache, explain
 from convt._reference import reference_conv, reference_conv_transpose
 
@@ -302,3 +302,21 @@ def test_as_linear_operator(forward):
                                rtol=1e-13, atol=1e-13)
     with pytest.raises(ValueError, match="without a bias"):
         layer.bind(w, rng.standard_normal(3 if forward else 2)).as_linear_operator(x_shape)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("name", ["col2im 4x4", "col2im groups", "gemm k4s2", "conv streamed"])
+def test_every_kernel_set(request, monkeypatch, family, name):
+    """Each set's own blocking (MR rows, NR positions) for the made blocks and packings."""
+    use_kernel_set(monkeypatch, family)
+    layer, x_shape, w_shape, channels, route = CASES[name]
+    if route in ("col2im", "streamed"):
+        request.getfixturevalue("small_routes")
+    # sets without transposed kernels pack what the others stream
+    assert _route(layer, x_shape, w_shape, np.float32) in (route, "gemm")
+    for dtype in (np.float32, np.float64):
+        x, w, b = _operands(x_shape, w_shape, channels, dtype)
+        bound = layer.bind(w, b)
+        expected = layer.apply(x, w, b)
+        np.testing.assert_array_equal(bound(x), expected)
+        np.testing.assert_array_equal(bound(x), expected)
