@@ -29,7 +29,10 @@ def small_weights_stream(monkeypatch):
 def whole_tiles(monkeypatch):
     """Plans for one core, with one work item per image: small layers are otherwise
     cut into row tiles for the cores, which the route leaves to packing (each tile
-    would read the weights again)."""
+    would read the weights again).  The route needs transposed kernels (gemm_t):
+    on a machine whose kernel set has none (NEON, portable) these tests skip."""
+    if not explain(Conv(), (1, 8, 4, 4), (8, 8, 3, 3)).decision.blocking.transposed:
+        pytest.skip("this machine's kernel set has no transposed kernels")
     monkeypatch.setattr(_dispatch, "WORK_ITEMS_PER_CORE", 0)
     monkeypatch.setattr(_dispatch.os, "cpu_count", lambda: 1)
     _engine._execution.cache_clear()  # decisions hold the machine's cores
