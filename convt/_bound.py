@@ -22,13 +22,17 @@ from . import _frontend
 from ._weight_cache import FixedWeights
 
 
-def _own_copy(name, value, opset, operator):
-    """A read-only copy of operand ``value`` that owns its memory (validated like
-    ``apply``'s operands), in the same memory order."""
-    array = _frontend.operands({name: value}, opset=opset, operator=operator)[name]
+def _read_only_copy(array):
+    """A read-only copy of ``array`` that owns its memory, in the same memory order."""
     copy = np.array(array, copy=True, order="K")
     copy.flags.writeable = False
     return copy
+
+
+def _own_copy(name, value, opset, operator):
+    """_read_only_copy of operand ``value``, validated like ``apply``'s operands."""
+    return _read_only_copy(_frontend.operands({name: value}, opset=opset,
+                                              operator=operator)[name])
 
 
 class Bindable:
@@ -125,7 +129,8 @@ class BoundLayer:
 
     @property
     def weights(self):
-        # a view: the copy owns its memory, and an owner may be made writeable again
+        """The bound weights, a read-only view (the copy itself owns its memory, and an
+        owner may be made writeable again: a view may not)."""
         return self._fixed.weights[...]
 
     def apply(self, x, *, out=None):
@@ -157,6 +162,7 @@ class BoundLayer:
 
     @property
     def bias(self):
+        """The bound bias, a read-only view, or None."""
         return None if self._bias is None else self._bias[...]
 
     def output_shape_for(self, x_shape):
@@ -255,11 +261,7 @@ class BoundLayer:
         return {"layer": self.layer, "weights": self._fixed.weights, "bias": self._bias}
 
     def __setstate__(self, state):
-        weights = np.array(state["weights"], copy=True, order="K")
-        weights.flags.writeable = False
+        # unpickled arrays are writeable: the copies must be made again
         self.layer = state["layer"]
-        self._fixed = FixedWeights(weights)
-        self._bias = state["bias"]
-        if self._bias is not None:
-            self._bias = np.array(self._bias, copy=True)
-            self._bias.flags.writeable = False
+        self._fixed = FixedWeights(_read_only_copy(state["weights"]))
+        self._bias = None if state["bias"] is None else _read_only_copy(state["bias"])

@@ -96,6 +96,32 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
         k0 = k0 + depth
 
 
+cdef void add_products(const Col2imJob* job, Py_ssize_t image, Py_ssize_t group,
+                       Py_ssize_t first, Py_ssize_t last, const acc_t* product,
+                       Py_ssize_t column_step, Py_ssize_t position_step) noexcept nogil:
+    """Output channels [first, last) of this image and group: the bias, then each
+    product added to the output it lands on, position by position, tap by tap.
+    The product of position p and column j (channel m - first's tap t is column
+    (m - first) * taps + t) is at product[j * column_step + p * position_step]."""
+    cdef Py_ssize_t m, p, t, at, channel
+    cdef acc_t* out
+    cdef const acc_t* sums
+    cdef const Py_ssize_t* targets
+    cdef acc_t bias
+    for m in range(first, last):
+        channel = group * job.mg + m
+        out = <acc_t*>job.y + (image * job.groups * job.mg + channel) * job.plane
+        bias = (<const acc_t*>job.bias)[channel] if job.bias != NULL else 0
+        for at in range(job.plane):
+            out[at] = bias
+        for p in range(job.positions):
+            sums = product + p * position_step + (m - first) * job.taps * column_step
+            targets = job.table + p * job.taps
+            for t in range(job.taps):
+                if targets[t] >= 0:
+                    out[targets[t]] = out[targets[t]] + sums[t * column_step]
+
+
 cdef void col2im_item(const Col2imJob* job, Py_ssize_t index, int slot,
                       const acc_t* like) noexcept nogil:
     cdef Py_ssize_t image = index // (job.groups * job.runs)
@@ -110,26 +136,10 @@ cdef void col2im_item(const Col2imJob* job, Py_ssize_t index, int slot,
     cdef const acc_t* x_blocks = (<const acc_t*>job.packed_x
                                   + (image * job.groups + group) * job.cg * job.positions)
     cdef const acc_t* w_group = <const acc_t*>job.w + group * job.w_group
-    cdef Py_ssize_t m, p, t, at, channel
-    cdef acc_t* out
-    cdef const acc_t* sums
-    cdef const Py_ssize_t* targets
-    cdef acc_t bias
     if stopped(job.signals, slot):
         return
     col2im_products(job, x_blocks, w_group, first * job.taps, columns, product, panels)
-    for m in range(first, last):
-        channel = group * job.mg + m
-        out = <acc_t*>job.y + (image * job.groups * job.mg + channel) * job.plane
-        bias = (<const acc_t*>job.bias)[channel] if job.bias != NULL else 0
-        for at in range(job.plane):
-            out[at] = bias
-        for p in range(job.positions):
-            sums = product + p * job.ldc + (m - first) * job.taps
-            targets = job.table + p * job.taps
-            for t in range(job.taps):
-                if targets[t] >= 0:
-                    out[targets[t]] = out[targets[t]] + sums[t]
+    add_products(job, image, group, first, last, product, 1, job.ldc)
 
 
 cdef void col2im_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -150,9 +160,10 @@ cdef void col2im_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
 # kernels with w's columns as the broadcast rows (blocks of MR columns made once,
 # [block][c][rows], so the kernels stream them front to back, each weight read
 # once) and x's positions as the vectors (x in panels of NR positions,
-# [panel][c][position], zero past the last).  Each product is the same blocked sum of the same terms in the same
-# order (an FMA's two factors commute), and the outputs add them in the same
-# order, so results are bitwise those of col2im_item.
+# [panel][c][position], zero past the last).  Each product is the same blocked
+# sum of the same terms in the same order (an FMA's two factors commute), and
+# add_products adds them to the outputs in the same order, so results are
+# bitwise those of col2im_item.
 
 
 cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
@@ -170,12 +181,8 @@ cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
     # the group's blocks, then this item's: items before it hold run * taps columns each
     cdef const acc_t* blocks = (<const acc_t*>job.made
                                 + (group * job.mg + first) * job.taps * job.cg)
-    cdef Py_ssize_t j0, rows, k0, depth, p, m, t, at, channel
+    cdef Py_ssize_t j0, rows, k0, depth, p
     cdef const acc_t* a
-    cdef acc_t* out
-    cdef const acc_t* sums
-    cdef const Py_ssize_t* targets
-    cdef acc_t bias
     if stopped(job.signals, slot):
         return
     j0 = 0
@@ -191,18 +198,49 @@ cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
                               product + j0 * job.ldc + p * job.nr, k0 > 0)
             k0 = k0 + depth
         j0 = j0 + rows
-    for m in range(first, last):
-        channel = group * job.mg + m
-        out = <acc_t*>job.y + (image * job.groups * job.mg + channel) * job.plane
-        bias = (<const acc_t*>job.bias)[channel] if job.bias != NULL else 0
-        for at in range(job.plane):
-            out[at] = bias
-        sums = product + (m - first) * job.taps * job.ldc
-        for p in range(job.positions):
-            targets = job.table + p * job.taps
-            for t in range(job.taps):
-                if targets[t] >= 0:
-                    out[targets[t]] = out[targets[t]] + sums[t * job.ldc + p]
+    add_products(job, image, group, first, last, product, job.ldc, 1)
+
+
+cdef int set_col2im_job(Col2imJob* job, str family, y, table, b, Py_ssize_t groups,
+                        Py_ssize_t cg, Py_ssize_t run, Py_ssize_t depth_chunk,
+                        Py_ssize_t block) except -1:
+    """The fields both drivers share: the kernel set, the shapes, the output and bias."""
+    cdef Kernels kernels = kernels_named(family)
+    job.doubles = y.dtype.itemsize == 8
+    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
+    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
+    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
+    job.block = block
+    job.batch, job.groups, job.cg = y.shape[0], groups, cg
+    job.mg = y.shape[1] // groups
+    job.positions, job.taps = table.shape[0], table.shape[1]
+    job.plane = y.shape[2]
+    job.run = run
+    job.runs = (job.mg + run - 1) // run
+    job.depth_chunk = min(depth_chunk, cg)
+    job.table = <const Py_ssize_t*>data_of(table)
+    job.bias = <const char*>data_of(b)
+    job.y = <char*>data_of(y)
+    job.w = job.made = NULL
+    return 0
+
+
+cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
+    """Run every work item on ``num_threads`` pool threads, each with job.per_thread
+    elements of workspace (64-byte aligned), and raise if the call was stopped."""
+    cdef int threads = max(1, num_threads)
+    cdef Signals signals = signals_for_this_call()
+    cdef Py_ssize_t items = job.batch * job.groups * job.runs
+    # the panels' offsets within a K chunk: k * nr
+    panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
+    job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
+    workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
+    job.workspace = <char*>data_of(workspace)
+    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
+    job.signals = &signals
+    with nogil:
+        convt_run(col2im_task, job, items, threads)
+    raise_if_stopped(&signals)
 
 
 def col2im_make_blocks(w, Py_ssize_t mr, Py_ssize_t run, Py_ssize_t taps):
@@ -248,53 +286,28 @@ def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssiz
     holds each image's and group's x in panels of the set's NR positions, zero past
     its P positions; ``made`` is col2im_make_blocks of w for the set's MR and this
     ``run``; the rest as there."""
-    cdef Kernels kernels = kernels_named(family)
     cdef Col2imJob job
-    cdef Signals signals = signals_for_this_call()
-    cdef int threads = max(1, num_threads)
     cdef Py_ssize_t item = y.dtype.itemsize
-    cdef Py_ssize_t items, product
-    job.doubles = item == 8
-    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
-    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
+    cdef Py_ssize_t product
     if (x_panels.ndim != 5 or y.ndim != 3 or table.ndim != 2 or made.ndim != 1
             or x_panels.dtype != y.dtype or made.dtype != y.dtype or item not in (4, 8)
             or not x_panels.flags.c_contiguous or not y.flags.c_contiguous
             or not made.flags.c_contiguous or not table.flags.c_contiguous
-            or table.dtype != np.intp or x_panels.shape[3] != cg or x_panels.shape[4] != job.nr
-            or x_panels.shape[2] * job.nr < table.shape[0] or y.shape[1] % x_panels.shape[1]
+            or table.dtype != np.intp or x_panels.shape[3] != cg
+            or y.shape[1] % x_panels.shape[1]
             or made.shape[0] != x_panels.shape[1] * cg * (y.shape[1] // x_panels.shape[1])
             * table.shape[1] or run < 1 or depth_chunk < 1
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose_fixed: inconsistent operands")
-    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
-    job.block = block
-    job.batch, job.groups, job.cg = y.shape[0], x_panels.shape[1], cg
-    job.mg = y.shape[1] // job.groups
-    job.positions, job.taps = table.shape[0], table.shape[1]
-    job.plane = y.shape[2]
-    job.run = run
-    job.runs = (job.mg + run - 1) // run
-    job.depth_chunk = min(depth_chunk, cg)
+    set_col2im_job(&job, family, y, table, b, x_panels.shape[1], cg, run, depth_chunk, block)
+    if x_panels.shape[4] != job.nr or x_panels.shape[2] * job.nr < job.positions:
+        raise ValueError("col2im_conv_transpose_fixed: x's panels are not of the set's NR")
     job.ldc = x_panels.shape[2] * job.nr
-    panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
-    job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
-    job.table = <const Py_ssize_t*>data_of(table)
     job.packed_x, job.made = <const char*>data_of(x_panels), <const char*>data_of(made)
-    job.w = NULL
-    job.bias = <const char*>data_of(b)
-    job.y = <char*>data_of(y)
     # per thread: the transposed product, whole blocks of MR columns x ldc positions
     product = (run * job.taps + job.mr - 1) // job.mr * job.mr * job.ldc
     job.per_thread = (product + 16) // 16 * 16
-    items = job.batch * job.groups * job.runs
-    workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
-    job.workspace = <char*>data_of(workspace)
-    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
-    job.signals = &signals
-    with nogil:
-        convt_run(col2im_task, &job, items, threads)
-    raise_if_stopped(&signals)
+    run_col2im(&job, item, num_threads)
 
 
 def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
@@ -307,12 +320,9 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     None; ``run`` output channels per work item, ``depth_chunk`` input channels per
     kernel call and per copy of w's panels, ``block`` the blocked-sum steps.  All of one dtype, float32 or
     float64."""
-    cdef Kernels kernels = kernels_named(family)
     cdef Col2imJob job
-    cdef Signals signals = signals_for_this_call()
-    cdef int threads = max(1, num_threads)
     cdef Py_ssize_t item = y.dtype.itemsize
-    cdef Py_ssize_t items, product, chunk
+    cdef Py_ssize_t product
     if (packed_x.ndim != 3 or w.ndim != 3 or y.ndim != 3 or table.ndim != 2
             or packed_x.dtype != y.dtype or w.dtype != y.dtype or item not in (4, 8)
             or not packed_x.flags.c_contiguous or not y.flags.c_contiguous
@@ -321,35 +331,11 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
             or packed_x.shape[2] != w.shape[1] * table.shape[0] or run < 1 or depth_chunk < 1
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose: inconsistent operands")
-    job.doubles = item == 8
-    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
-    job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
-    job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
-    job.block = block
-    job.batch, job.groups, job.cg = y.shape[0], w.shape[0], w.shape[1]
-    job.mg = y.shape[1] // job.groups
-    job.positions, job.taps = table.shape[0], table.shape[1]
-    job.plane = y.shape[2]
-    job.run = run
-    job.runs = (job.mg + run - 1) // run
-    job.depth_chunk = min(depth_chunk, job.cg)
+    set_col2im_job(&job, family, y, table, b, w.shape[0], w.shape[1], run, depth_chunk, block)
     job.ldc = (run * job.taps + job.nr - 1) // job.nr * job.nr
     job.w_group, job.w_row = w.strides[0] // item, w.strides[1] // item
-    panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
-    job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
-    job.table = <const Py_ssize_t*>data_of(table)
     job.packed_x, job.w = <const char*>data_of(packed_x), <const char*>data_of(w)
-    job.made = NULL
-    job.bias = <const char*>data_of(b)
-    job.y = <char*>data_of(y)
     # per thread: the product (whole row blocks x ldc), then 64-byte aligned panels of w
     product = (job.positions + job.mr - 1) // job.mr * job.mr * job.ldc
     job.per_thread = ((product + 15) // 16 * 16 + job.depth_chunk * job.ldc + 16) // 16 * 16
-    items = job.batch * job.groups * job.runs
-    workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
-    job.workspace = <char*>data_of(workspace)
-    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
-    job.signals = &signals
-    with nogil:
-        convt_run(col2im_task, &job, items, threads)
-    raise_if_stopped(&signals)
+    run_col2im(&job, item, num_threads)

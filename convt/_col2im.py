@@ -153,11 +153,10 @@ def made_blocks(col2im, grouped, fixed):
     """Fixed weights (a bound layer's, see convt._bound) as col2im's column blocks for
     this run, made on its first call and kept with them."""
     key = ("col2im", id(col2im), grouped.shape, grouped.strides)
-    kept = fixed.packings.get(key)
-    if kept is not None and kept[0] is col2im:  # (a reused id is another run)
-        return kept[1]
-    made = load().col2im_make_blocks(grouped, col2im.mr, col2im.run, col2im.table.shape[1])
-    fixed.keep(key, (col2im, made))
+    made = fixed.find(key, col2im)
+    if made is None:
+        made = load().col2im_make_blocks(grouped, col2im.mr, col2im.run, col2im.table.shape[1])
+        fixed.keep(key, col2im, made)
     return made
 
 

@@ -29,8 +29,6 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 
-import numpy as np
-
 from . import _environ
 from ._compiled import load
 from ._locks import ForkSafeLock
@@ -68,16 +66,20 @@ class FixedWeights:
         with _lock:
             _fixed[weights.__array_interface__["data"][0]] = self
 
-    def keep(self, key, packing):
-        """Remember ``packing``, a tuple whose arrays are made read-only, under ``key``."""
-        for part in packing:
-            if isinstance(part, np.ndarray):
-                part.flags.writeable = False
+    def find(self, key, run):
+        """The packing kept under ``key`` by ``run``, or None.  Keys hold id(run):
+        the run itself tells a reused id apart."""
+        kept = self.packings.get(key)
+        return kept[1] if kept is not None and kept[0] is run else None
+
+    def keep(self, key, run, packing):
+        """Remember ``packing`` (an array, made read-only) of ``run`` under ``key``."""
+        packing.flags.writeable = False
         with _lock:
             self.packings.pop(key, None)
             while len(self.packings) >= FIXED_PACKINGS:
                 del self.packings[next(iter(self.packings))]
-            self.packings[key] = packing
+            self.packings[key] = (run, packing)
 
 
 def fixed_weights_of(w):
@@ -127,9 +129,7 @@ def lookup(run, arrays, finite, threads=1):
     w = arrays.w
     fixed = fixed_weights_of(w)
     if fixed is not None:
-        kept = fixed.packings.get(_key(run, arrays, finite))
-        # (the key holds id(run): the run itself tells a reused id apart)
-        return (kept[1] if kept is not None and kept[0] is run else None), fixed
+        return fixed.find(_key(run, arrays, finite), run), fixed
     dense = w if w.flags.c_contiguous else _memory_order(w)
     if dense is None or budget_bytes() <= 0:
         return None, None
@@ -159,7 +159,7 @@ def store(run, arrays, w, finite, packed):
     which keeps ``packed`` alone)."""
     global _bytes
     if isinstance(w, FixedWeights):
-        w.keep(_key(run, arrays, finite), (run, packed))
+        w.keep(_key(run, arrays, finite), run, packed)
         return
     budget = budget_bytes()
     size = w.nbytes + packed.nbytes
