@@ -228,16 +228,16 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
 
 
 cdef inline void transposed_kernel(const Gemm* g, Py_ssize_t vectors, Py_ssize_t positions,
-                                   const Panel* p, const acc_t* a, const acc_t* b, acc_t* c,
-                                   Py_ssize_t ldc) noexcept nogil:
-    """One gemm_t call: ``positions`` rows of the transposed product, ``vectors`` vectors
-    of weight rows."""
+                                   const Py_ssize_t* starts, const Panel* p, const acc_t* a,
+                                   const acc_t* b, acc_t* c, Py_ssize_t ldc) noexcept nogil:
+    """One gemm_t call: ``positions`` rows of the transposed product, position j's
+    operands at ``b + starts[j]``, ``vectors`` vectors of weight rows."""
     if acc_t is float:
         g.storage.kernels.f32.gemm_t[vectors - 1][positions - 1](
-            p.depth, p.block, a, b, p.offsets, c, ldc, p.accumulate)
+            p.depth, p.block, a, b, p.offsets, starts, c, ldc, p.accumulate)
     else:
         g.storage.kernels.f64.gemm_t[vectors - 1][positions - 1](
-            p.depth, p.block, a, b, p.offsets, c, ldc, p.accumulate)
+            p.depth, p.block, a, b, p.offsets, starts, c, ldc, p.accumulate)
 
 
 cdef inline const acc_t* streamed_weights(const Gemm* g, const WorkItem* item, Py_ssize_t row,
@@ -264,7 +264,9 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
                                    const Panel* call, const acc_t* weights,
                                    const acc_t* operand, TileSpan tile, acc_t* transposed,
                                    acc_t* panel_buffer) noexcept nogil:
-    """transposed[:used, item rows] (+)= (weights[item rows, this K chunk] @ operand)^T.
+    """transposed[:positions, item rows] (+)= (weights[item rows, this K chunk] @
+    operand)^T, one row per position of the tile (its rows x cols in row order:
+    the window's margin columns, which hold no output, are skipped).
 
     Row blocks are one or two vectors of rows (see convt._plan._transposed); each
     block's chunk of weights (at most NR rows x the chunk) stays in L1 while the
@@ -272,7 +274,7 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
     ``g.stream_weights`` the chunk is copied from w into ``panel_buffer`` first.
     """
     cdef Py_ssize_t depth = g.problem.cg * stack.taps
-    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    cdef Py_ssize_t positions = tile.rows * tile.cols
     cdef Py_ssize_t ldt = tile.end_row - tile.first_row
     cdef Py_ssize_t lanes = stack.panel // 2
     cdef Py_ssize_t mr = (g.storage.kernels.f32.mr if acc_t is float
@@ -280,10 +282,11 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
     # positions shared out evenly over the fewest calls: a short last call (49
     # positions as 8 x 6 + 1) runs its few accumulators at the FMA latency, not at
     # the FMA rate, and costs nearly a full call
-    cdef Py_ssize_t calls = (used + mr - 1) // mr
-    cdef Py_ssize_t even = used // calls
-    cdef Py_ssize_t longer = used - even * calls
-    cdef Py_ssize_t block, row, width, p, q, count
+    cdef Py_ssize_t calls = (positions + mr - 1) // mr
+    cdef Py_ssize_t even = positions // calls
+    cdef Py_ssize_t longer = positions - even * calls
+    cdef Py_ssize_t block, row, width, p, q, count, j, r, col
+    cdef Py_ssize_t starts[CONVT_MAX_MR]
     cdef const acc_t* a
     cdef acc_t* c
     for block in range(tile.first_block, tile.end_block):
@@ -294,21 +297,34 @@ cdef void multiply_tile_transposed(const Gemm* g, const GemmStack* stack, const 
         else:
             a = weights + row * depth + call.k_begin * width
         c = transposed + (row - tile.first_row)
-        p = 0
+        p = r = col = 0  # position p of the tile is its row r, column col
         for q in range(calls):
             # the first ``longer`` calls take one position more
             count = even + (q < longer)
-            transposed_kernel(g, width // lanes, count, call, a, operand + p, c + p * ldt, ldt)
+            for j in range(count):
+                starts[j] = r * stack.row_stride + col
+                col = col + 1
+                if col == tile.cols:
+                    col = 0
+                    r = r + 1
+            transposed_kernel(g, width // lanes, count, starts, call, a, operand, c + p * ldt,
+                              ldt)
             p = p + count
 
 
 cdef inline void transpose_product(const Gemm* g, const GemmStack* stack, TileSpan tile,
                                    const acc_t* transposed, acc_t* product) noexcept nogil:
-    """product[item rows, :used] = transposed[:used, item rows]^T, exactly."""
-    cdef Py_ssize_t used = (tile.rows - 1) * stack.row_stride + tile.cols
+    """product[item rows, r * row_stride + col] = transposed[r * cols + col, item rows]
+    for the tile's rows r and columns col, exactly (the margin columns are not outputs)."""
     cdef Py_ssize_t rows = tile.end_row - tile.first_row
-    transpose(&g.storage, used, rows, transposed, rows, product, stack.columns,
-              <const acc_t*>NULL)
+    cdef Py_ssize_t r
+    if stack.row_stride == tile.cols:  # no margin: one transpose
+        transpose(&g.storage, tile.rows * tile.cols, rows, transposed, rows, product,
+                  stack.columns, <const acc_t*>NULL)
+        return
+    for r in range(tile.rows):
+        transpose(&g.storage, tile.cols, rows, transposed + r * tile.cols * rows, rows,
+                  product + r * stack.row_stride, stack.columns, <const acc_t*>NULL)
 
 
 cdef inline void pack_pair(const Gemm* g, const Panel* p, const acc_t* b,

@@ -73,7 +73,7 @@ cdef extern from "plane.h" nogil:
 
 
 cdef extern from "kernel_set.h" nogil:
-    int CONVT_MAX_MR
+    enum: CONVT_MAX_MR
     ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
                                     const Py_ssize_t*, float*, Py_ssize_t, int, float*)
     ctypedef void (*convt_gemm_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
@@ -127,9 +127,11 @@ cdef extern from "kernel_set.h" nogil:
     ctypedef void (*convt_stencil_f64)(const convt_stencil_shape*, const double* const*,
                                        const double*, double*, int)
     ctypedef void (*convt_gemm_t_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
-                                      const Py_ssize_t*, float*, Py_ssize_t, int)
+                                      const Py_ssize_t*, const Py_ssize_t*, float*,
+                                      Py_ssize_t, int)
     ctypedef void (*convt_gemm_t_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
-                                      const Py_ssize_t*, double*, Py_ssize_t, int)
+                                      const Py_ssize_t*, const Py_ssize_t*, double*,
+                                      Py_ssize_t, int)
     ctypedef int (*convt_winograd_in_f32)(const convt_winograd_block*,
                                              const convt_winograd_plane*, const float*,
                                              Py_ssize_t, Py_ssize_t, float*)

@@ -214,7 +214,8 @@ cdef void store_transposed(const Gemm* g, const GemmStack* stack, const WorkItem
                            const Py_ssize_t* lead, TileSpan tile,
                            const acc_t* transposed) noexcept nogil:
     """scatter_tile for a stack that stores_transposed, from its transposed product
-    (position j of the tile, row i of the item at transposed[j * rows + i]): each
+    (position j of the tile, its rows x cols in row order, row i of the item at
+    transposed[j * rows + i]): each
     grid row's positions are transposed straight into the item's channels, then
     the bias is added, the same two roundings as scatter_row's store.  A
     transposed stack has one phase, so its rows are its output channels."""
@@ -236,7 +237,7 @@ cdef void store_transposed(const Gemm* g, const GemmStack* stack, const WorkItem
             continue
         y = <acc_t*>element(g.ops.y, offset, g.storage.type)
         transpose(&g.storage, t_end - t_begin, rows,
-                  transposed + (r * stack.row_stride + t_begin + phase[last].shift - tile.x) * rows,
+                  transposed + (r * tile.cols + t_begin + phase[last].shift - tile.x) * rows,
                   rows, y, channel_stride, NULL)
         if g.ops.bias != NULL:
             for m in range(rows):

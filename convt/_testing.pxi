@@ -18,11 +18,11 @@ cdef extern from "reference.h" nogil:
                                   const double*, const double*, const Py_ssize_t*, double*,
                                   Py_ssize_t, int, double*)
     void convt_reference_gemm_t_f32(const convt_call_shape*, Py_ssize_t, Py_ssize_t,
-                                    const float*, const float*, const Py_ssize_t*, float*,
-                                    Py_ssize_t, int)
+                                    const float*, const float*, const Py_ssize_t*,
+                                    const Py_ssize_t*, float*, Py_ssize_t, int)
     void convt_reference_gemm_t_f64(const convt_call_shape*, Py_ssize_t, Py_ssize_t,
-                                    const double*, const double*, const Py_ssize_t*, double*,
-                                    Py_ssize_t, int)
+                                    const double*, const double*, const Py_ssize_t*,
+                                    const Py_ssize_t*, double*, Py_ssize_t, int)
     void convt_reference_pair_store_f32(const convt_call_shape*, int, Py_ssize_t, Py_ssize_t,
                                         const float*, const float*, const Py_ssize_t*, void*,
                                         Py_ssize_t, int, const float*)
@@ -158,9 +158,11 @@ def _run_gemm_family(spec):
 
 
 cdef gemm_t_typed(spec, acc_t* a):
-    """gemm_t: spec.rows weight rows (one or two vectors) x spec.width positions."""
+    """gemm_t: spec.rows weight rows (one or two vectors) x spec.width positions, each
+    reading B from its entry of spec.positions (intp)."""
     cdef const acc_t* b = <const acc_t*>pointer(spec.b)
     cdef const Py_ssize_t* offsets = <const Py_ssize_t*>pointer(spec.offsets)
+    cdef const Py_ssize_t* positions = <const Py_ssize_t*>pointer(spec.positions)
     cdef acc_t* out = <acc_t*>pointer(spec.out)
     cdef convt_call_shape shape
     cdef Kernels kernels
@@ -171,25 +173,25 @@ cdef gemm_t_typed(spec, acc_t* a):
     shape.sibling = 0
     if spec.family == "reference":
         if acc_t is float:
-            convt_reference_gemm_t_f32(&shape, spec.depth, spec.block, a, b, offsets, out,
-                                       spec.ldc, spec.accumulate)
+            convt_reference_gemm_t_f32(&shape, spec.depth, spec.block, a, b, offsets, positions,
+                                       out, spec.ldc, spec.accumulate)
         else:
-            convt_reference_gemm_t_f64(&shape, spec.depth, spec.block, a, b, offsets, out,
-                                       spec.ldc, spec.accumulate)
+            convt_reference_gemm_t_f64(&shape, spec.depth, spec.block, a, b, offsets, positions,
+                                       out, spec.ldc, spec.accumulate)
         return
     kernels = kernels_named(spec.family)
     if acc_t is float:
         vectors = spec.rows // (kernels.f32.nr // 2)
         entry = <void*>kernels.f32.gemm_t[vectors - 1][spec.width - 1]
         _found(entry, spec)
-        (<convt_gemm_t_f32>entry)(spec.depth, spec.block, a, b, offsets, out, spec.ldc,
-                                  spec.accumulate)
+        (<convt_gemm_t_f32>entry)(spec.depth, spec.block, a, b, offsets, positions, out,
+                                  spec.ldc, spec.accumulate)
     else:
         vectors = spec.rows // (kernels.f64.nr // 2)
         entry = <void*>kernels.f64.gemm_t[vectors - 1][spec.width - 1]
         _found(entry, spec)
-        (<convt_gemm_t_f64>entry)(spec.depth, spec.block, a, b, offsets, out, spec.ldc,
-                                  spec.accumulate)
+        (<convt_gemm_t_f64>entry)(spec.depth, spec.block, a, b, offsets, positions, out,
+                                  spec.ldc, spec.accumulate)
 
 
 def _run_gemm_t(spec):

@@ -181,15 +181,19 @@ def test_gemm_kernels_match_the_reference(family, kernel, acc):
                         assert np.array_equal(spec.pack_to, packed), "packed B rows differ"
 
 
-def _call_gemm_t(spec, family, ldc, c_in):
+def _call_gemm_t(spec, family, ldc, c_in, positions=None):
     """Run gemm_t of `family` (or its reference) on a guarded, transposed C
-    (positions x weight rows, row stride ldc); return it as weight rows x positions."""
+    (positions x weight rows, row stride ldc); return it as weight rows x positions.
+    Position j reads B from ``positions[j]`` (default: j, consecutive positions)."""
     acc = spec.a.dtype
     span = (spec.width - 1) * ldc + spec.rows
     whole, inner = _guarded(span, acc, np.random.default_rng(0), fill=False)
     inner[:] = c_in
+    if positions is None:
+        positions = np.arange(spec.width)
     _kernels._run_gemm_t(SimpleNamespace(**{**spec.__dict__, "family": family, "out": inner,
-                                            "ldc": ldc}))
+                                            "ldc": ldc,
+                                            "positions": np.asarray(positions, np.intp)}))
     _assert_guards(whole)
     return np.array([inner[j * ldc:j * ldc + spec.rows] for j in range(spec.width)]).T
 
@@ -221,6 +225,43 @@ def test_transposed_gemm_kernels_match_the_reference(family, acc):
                     assert np.array_equal(expected, direct, equal_nan=True)
                     bound = _products_bound(spec, acc, start if accumulate else 0)
                     _assert_close(got, expected, bound, fused)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transposed_gemm_kernels_read_each_position_where_it_starts(family, acc):
+    """gemm_t's positions need not be consecutive: a call skips a window's margin
+    columns (tile rows 7 wide in rows of 9, say) or takes them out of order.
+    Position j must be exactly the one-position call reading B from positions[j]:
+    the same blocked sums, bit for bit, whatever the other positions are."""
+    kernels = _kernels_with(family, acc, _dispatch.SET_TRANSPOSED, "transposed kernels")
+    lanes = kernels.nr // 2
+    rng = np.random.default_rng(13)
+    for rows in (lanes, 2 * lanes):
+        for width in range(1, kernels.mr + 1):
+            for depth, block in ((1, 1), (23, 8), (70, 64)):
+                spec = _gemm_spec(rng, acc, rows, width, depth, block, "varying")
+                spec.b = rng.standard_normal(spec.b.size + 40).astype(acc)
+                spec.accumulate = width % 2
+                # rows of 7 positions 9 apart (the window's margin skipped), then shuffled
+                starts = np.array([(q // 7) * 9 + q % 7 for q in range(3, 3 + width)])
+                starts = rng.permutation(starts) if width % 3 == 0 else starts
+                c_in = rng.standard_normal((width - 1) * rows + rows).astype(acc)
+                expected = _call_gemm_t(spec, "reference", rows, c_in, starts)
+                got = _call_gemm_t(spec, family, rows, c_in, starts)
+                for j, start in enumerate(starts):
+                    # gemm's reference on B moved to this position's start: one column
+                    alone = SimpleNamespace(**{**spec.__dict__, "b": spec.b[start:], "width": 1})
+                    direct = _call_gemm(alone, "reference", "gemm", 1,
+                                        c_in[j * rows:(j + 1) * rows])
+                    assert np.array_equal(expected[:, j], direct[:, 0], equal_nan=True)
+                b = np.abs(spec.b.astype(np.float64))
+                a = np.abs(spec.a.astype(np.float64)).reshape(depth, rows)
+                start_c = c_in.reshape(width, rows).T
+                bound = (depth + 3) * _eps(acc) * (
+                    a.T @ b[spec.offsets[:, None] + starts[None, :]]
+                    + (np.abs(start_c) if spec.accumulate else 0))
+                _assert_close(got, expected, bound, kernels.has(_dispatch.SET_FUSED))
 
 
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
@@ -669,7 +710,8 @@ def test_flags_say_which_entries_a_set_has(family):
                     _kernels._run_gemm_family(call)
         spec = _gemm_spec(rng, acc, kernels.nr, 1, 4, 4, "varying")
         call = SimpleNamespace(**{**spec.__dict__, "family": family, "kernel": "gemm_t",
-                                  "out": np.zeros(2 * kernels.nr, acc), "ldc": kernels.nr})
+                                  "out": np.zeros(2 * kernels.nr, acc), "ldc": kernels.nr,
+                                  "positions": np.zeros(1, np.intp)})
         if kernels.has(_dispatch.SET_TRANSPOSED):
             _kernels._run_gemm_t(call)
         else:

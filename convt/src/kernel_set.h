@@ -66,9 +66,11 @@
  * gemm_t[vectors - 1][positions - 1]: gemm transposed, the weights as vectors
  *     and the positions broadcast: for i < vectors x (nr / 2) weight rows and
  *     j < positions, c[j * ldc + i] is the blocked sum of a[k * vectors x
- *     (nr / 2) + i] x b[offsets[k] + j], accumulated as in gemm (so the same
- *     value, bit for bit).  a: a row block of the packed weights, nr / 2 or
- *     nr rows wide; c: the product transposed (CONVT_SET_TRANSPOSED sets).
+ *     (nr / 2) + i] x b[offsets[k] + positions[j]], accumulated as in gemm (so
+ *     the same value, bit for bit).  a: a row block of the packed weights,
+ *     nr / 2 or nr rows wide; positions: where each position's operands start
+ *     (any, so a call can skip a window's margin columns); c: the product
+ *     transposed, one row per position (CONVT_SET_TRANSPOSED sets).
  * winograd_input, winograd_output: the Winograd transforms (2-D and 3-D) of
  *     winograd.h compiled for the set's CPU (float32 sets; NULL: the baseline
  *     build of winograd.c, which every set may call).
@@ -148,8 +150,9 @@ enum {
     typedef void (*convt_stencil_##S)(const convt_stencil_shape *shape, const T *const *x, \
                                       const T *w, T *out, int accumulate);                \
     typedef void (*convt_gemm_t_##S)(ptrdiff_t depth, ptrdiff_t block, const T *a,        \
-                                     const T *b, const ptrdiff_t *offsets, T *c,          \
-                                     ptrdiff_t ldc, int accumulate);                      \
+                                     const T *b, const ptrdiff_t *offsets,                \
+                                     const ptrdiff_t *positions, T *c, ptrdiff_t ldc,     \
+                                     int accumulate);                                     \
     typedef int (*convt_winograd_in_##S)(const convt_winograd_block *block,            \
                                             const convt_winograd_plane *plane,            \
                                             const T *x, ptrdiff_t x_channel,              \

@@ -47,15 +47,15 @@
                                                                                             \
     void convt_reference_gemm_t_##S(const convt_call_shape *shape, ptrdiff_t depth,         \
                                     ptrdiff_t block, const T *a, const T *b,                \
-                                    const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,          \
-                                    int accumulate)                                         \
+                                    const ptrdiff_t *offsets, const ptrdiff_t *positions,   \
+                                    T *c, ptrdiff_t ldc, int accumulate)                    \
     {                                                                                       \
         int i, j;                                                                           \
         for (j = 0; j < shape->width; ++j)                                                  \
             for (i = 0; i < shape->rows; ++i) {                                             \
                 T *out = c + j * ldc + i;                                                   \
-                *out = blocked_sum_##S(shape, i, j, depth, block, a, b, offsets,            \
-                                       accumulate ? *out : (T)0, !accumulate);              \
+                *out = blocked_sum_##S(shape, i, 0, depth, block, a, b + positions[j],      \
+                                       offsets, accumulate ? *out : (T)0, !accumulate);     \
             }                                                                               \
     }                                                                                       \
                                                                                             \

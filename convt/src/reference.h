@@ -26,7 +26,8 @@ typedef struct convt_call_shape {
                                   int accumulate, T *pack_to);                            \
     void convt_reference_gemm_t_##S(const convt_call_shape *shape, ptrdiff_t depth,       \
                                     ptrdiff_t block, const T *a, const T *b,              \
-                                    const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,        \
+                                    const ptrdiff_t *offsets,                             \
+                                    const ptrdiff_t *positions, T *c, ptrdiff_t ldc,      \
                                     int accumulate);                                      \
     void convt_reference_pair_store_##S(const convt_call_shape *shape, int storage,       \
                                         ptrdiff_t depth, ptrdiff_t block, const T *a,     \

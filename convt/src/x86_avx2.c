@@ -30,11 +30,11 @@
  * further and write C `c_shift` further) and PACK (gemm_pack).  Rows whose
  * index is not below ROWS compile away. */
 
-/* Row i of the block: broadcast bc[i] (a's row i; B's position i in gemm_t), one
- * FMA per vector. */
+/* Row i of the block: broadcast bc[at_i] (a's row i, at_i = i; B's position i in
+ * gemm_t, at_i = positions[i]), one FMA per vector. */
 #define STEP_ROW(i, BROADCAST, FMA, ci0, ci1)                                             \
     if ((i) < ROWS) {                                                                     \
-        x = BROADCAST(bc + (i));                                                          \
+        x = BROADCAST(bc + at_##i);                                                       \
         ci0 = FMA(x, b0, ci0);                                                            \
         if (VECTORS > 1) ci1 = FMA(x, b1, ci1);                                           \
     }
@@ -56,9 +56,12 @@
  * the even B vectors, then load the odd ones into the same registers.
  * TRANSPOSED (gemm_t): the vectors are a's rows, VECTORS * W per step, and the
  * broadcasts B's positions; ROWS counts positions. */
+#define POSITION(i) (TRANSPOSED && (i) < ROWS ? positions[i] : (i))
 #define BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
     {                                                                                     \
         ptrdiff_t k = 0, end;                                                             \
+        const ptrdiff_t at_0 = POSITION(0), at_1 = POSITION(1), at_2 = POSITION(2);       \
+        const ptrdiff_t at_3 = POSITION(3), at_4 = POSITION(4), at_5 = POSITION(5);       \
         while (k < depth) {                                                               \
             V c00 = SETZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
             V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;           \
@@ -102,9 +105,10 @@
                           T *pack_to)                                                     \
     {                                                                                     \
         enum { ROWS = R, VECTORS = NV, PAIRED = 0, PACK = PK, TRANSPOSED = 0 };           \
-        const ptrdiff_t b_shift = 0, c_shift = 0;                                         \
+        const ptrdiff_t b_shift = 0, c_shift = 0, *positions = NULL;                      \
         int first = !accumulate;                                                          \
         (void)pack_to;                                                                    \
+        (void)positions;                                                                  \
         (void)b_shift;                                                                    \
         (void)c_shift;                                                                    \
         BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
@@ -121,7 +125,9 @@
     {                                                                                     \
         enum { ROWS = R, VECTORS = NV, PAIRED = 1, PACK = 0, TRANSPOSED = 0 };            \
         T *pack_to = NULL;                                                                \
+        const ptrdiff_t *positions = NULL;                                                \
         (void)pack_to;                                                                    \
+        (void)positions;                                                                  \
         BLOCKED_SUMS(T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)                  \
     }
 #define DEFINE_PAIR(NAME, R, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)      \
@@ -206,14 +212,18 @@ GEMMS(gemm_pack_f64_r, 2, 1, F64)
 GEMMS(half_f64_r, 1, 0, F64)
 
 /* Transposed GEMM (gemm_t): the weights are the vectors and the positions the
- * broadcasts, c[j * ldc + i] (+)= sum_k a[k * VECTORS * W + i] * b[offsets[k] + j]
- * for P positions j and VECTORS * W weight rows i.  Every output's arithmetic is
+ * broadcasts, c[j * ldc + i] (+)= sum_k a[k * VECTORS * W + i] *
+ * b[offsets[k] + positions[j]] for P positions j and VECTORS * W weight rows i
+ * (positions in any order and spacing: a call may skip a window's margin
+ * columns, and each position's index costs a register, not a load per step).
+ * Every output's arithmetic is
  * gemm's (FMA operands commute exactly), so products are bitwise the same; the
  * weight rows are read aligned and whole, and B needs no vector loads at all, so
  * nothing straddles cache lines and no B panel is packed. */
 #define DEFINE_GEMM_T(NAME, P, NV, T, V, SETZERO, LOAD, STORE, BROADCAST, FMA, ADD, W)    \
     AVX2 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,       \
-                          const ptrdiff_t *offsets, T *c, ptrdiff_t ldc, int accumulate)  \
+                          const ptrdiff_t *offsets, const ptrdiff_t *positions, T *c,     \
+                          ptrdiff_t ldc, int accumulate)                                  \
     {                                                                                     \
         enum { ROWS = P, VECTORS = NV, PAIRED = 0, PACK = 0, TRANSPOSED = 1 };            \
         const ptrdiff_t b_shift = 0, c_shift = 0;                                         \
