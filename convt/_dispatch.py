@@ -175,7 +175,8 @@ AVX2_EXACT_MIN_DEPTH = 256
 AVX2_BUFFER_PACK_MIN_BLOCKS = 64
 AVX2_BUFFER_MIN_TAPS = 4
 # Blocked summation: about 2 sqrt(depth) steps per block minimise float32
-# errors; these steps are cheap for the kernels' loop structure.
+# errors; these steps are cheap for the kernels' loop structure.  Each K chunk
+# is cut into equal blocks of about this length (convt._plan._chunk_sum_block).
 SUM_BLOCK_SHALLOW = 32
 SUM_BLOCK_DEEP = 64
 SUM_BLOCK_SPLIT = 256  # depths above use SUM_BLOCK_DEEP
