@@ -737,11 +737,12 @@ def _chunk_sum_block(blocking, chunk_depth, depth, first_sums):
     they are: their length is what keeps the float32 error below col2im engines'.
 
     On 2 Zen 3 cores (1 thread, both rules alternating call by call in one
-    process, medians of the ratios): a k16s8 vocoder (148-step chunks) 5.9%
-    faster, its batched twin 2.0%, a 1x1 Conv over 1024 channels 2.0%, a k3s2
-    Conv 1.9%; k7, 7x7 and dilated 3x3 Conv within 0.6% (their chunks' blocks
-    already nearly equal).  float32 errors moved both ways, every one below
-    PyTorch's (benchmarks/run.py's workloads).
+    process, medians of the ratios, two runs): a k16s8 vocoder (148-step
+    chunks) 1.04-1.06x as fast, its batched twin 1.01-1.02x, a 1x1 Conv over
+    1024 channels 1.02x, a k3s2 Conv 1.02x (1.03x at 2 threads); k7, 7x7 and
+    dilated 3x3 Conv within 0.6% (their chunks' blocks already nearly equal).
+    float32 errors moved both ways, every one below PyTorch's
+    (benchmarks/run.py's workloads).
     """
     block = blocking.sum_block(depth, first_sums)
     if block == blocking.sum_blocks[3]:
