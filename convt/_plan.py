@@ -733,8 +733,10 @@ def _chunk_sum_block(blocking, chunk_depth, depth, first_sums):
     blocking.sum_block steps, to the nearest (at least one).  Each block ends
     with a finish (its C rows loaded, added to and stored), which a short last
     block pays for a few steps: 144 steps in blocks of 64 run as 72 + 72, not
-    64 + 64 + 16.  Blocks of few-channel stacks (SUM_BLOCK_FEW_CHANNELS) stay as
-    they are: their length is what keeps the float32 error below col2im engines'.
+    64 + 64 + 16.  A chunk that holds fewer than one and a half blocks keeps the
+    short second one (a single block would be no blocking at all), and blocks of
+    few-channel stacks (SUM_BLOCK_FEW_CHANNELS) stay as they are: their length is
+    what keeps the float32 error below col2im engines'.
 
     On 2 Zen 3 cores (1 thread, both rules alternating call by call in one
     process, medians of the ratios, two runs): a k16s8 vocoder (148-step
@@ -745,9 +747,9 @@ def _chunk_sum_block(blocking, chunk_depth, depth, first_sums):
     (benchmarks/run.py's workloads).
     """
     block = blocking.sum_block(depth, first_sums)
-    if block == blocking.sum_blocks[3]:
+    count = (chunk_depth + block // 2) // block
+    if block == blocking.sum_blocks[3] or count < 2:
         return block
-    count = max(1, (chunk_depth + block // 2) // block)
     return -(-chunk_depth // count)
 
 
