@@ -727,32 +727,6 @@ def operator_axis_groups(geometry, transpose):
     return [[group] for group in groups], False
 
 
-def _chunk_sum_block(blocking, chunk_depth, depth, first_sums):
-    """Steps per blocked sum in a stack's K chunks of ``chunk_depth`` steps (of
-    ``depth`` in all): the chunk cut into as many equal blocks as it holds
-    blocking.sum_block steps, to the nearest (at least one).  Each block ends
-    with a finish (its C rows loaded, added to and stored), which a short last
-    block pays for a few steps: 144 steps in blocks of 64 run as 72 + 72, not
-    64 + 64 + 16.  A chunk that holds fewer than one and a half blocks keeps the
-    short second one (a single block would be no blocking at all), and blocks of
-    few-channel stacks (SUM_BLOCK_FEW_CHANNELS) stay as they are: their length is
-    what keeps the float32 error below col2im engines'.
-
-    On 2 Zen 3 cores (1 thread, both rules alternating call by call in one
-    process, medians of the ratios, two runs): a k16s8 vocoder (148-step
-    chunks) 1.04-1.06x as fast, its batched twin 1.01-1.02x, a 1x1 Conv over
-    1024 channels 1.02x, a k3s2 Conv 1.02x (1.03x at 2 threads); k7, 7x7 and
-    dilated 3x3 Conv within 0.6% (their chunks' blocks already nearly equal).
-    float32 errors moved both ways, every one below PyTorch's
-    (benchmarks/run.py's workloads).
-    """
-    block = blocking.sum_block(depth, first_sums)
-    count = (chunk_depth + block // 2) // block
-    if block == blocking.sum_blocks[3] or count < 2:
-        return block
-    return -(-chunk_depth // count)
-
-
 def _transposed(rows, phases, identity, exact, blocking):
     """Whether a product-path stack runs the transposed kernels (gemm_t): rows in
     whole vectors (NR / 2 lanes), at least NR of them, of one phase (every Conv
@@ -887,8 +861,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         item_count = 0 if index in partner_of else tiles * row_groups
         stack_rows.append(dict(
             taps=taps, phases=phase_count, rows=rows, items=item_count, columns=tile.columns,
-            chunk=chunk, sum_block=_chunk_sum_block(blocking, chunk * taps, cg * taps,
-                                                    cg if transpose else cg * taps),
+            chunk=chunk, sum_block=blocking.sum_block(cg * taps, cg if transpose else cg * taps,
+                                                      chunk * taps),
             tap_start=len(offset_rows),
             phase_start=len(phase_rows) // ndim, weight_start=packed, group_size=rows * cg * taps,
             kernel_start=kernel_rows, table_start=tables, identity=int(identity),
