@@ -221,6 +221,9 @@ def test_avx2_exact_stacks_take_long_k_chunks(monkeypatch, dtype, pair_depth):
     if "avx2" not in _dispatch.available_kernel_sets():
         pytest.skip("needs AVX2")
     monkeypatch.setattr(_dispatch, "l1_data_bytes", lambda: 32 * 1024)
+    # an AVX2-only CPU (no 512-bit FMAs): the plain stacks keep L1-sized chunks;
+    # where 512-bit FMAs are split, they take long chunks too (test above)
+    monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: 0.0)
     problem = _problem((1, 256, 64, 64), (256, 128, 4, 4), dtype, strides=(2, 2), pads=(1, 1, 1, 1))
     blocking = _dispatch.decide(problem, kernel_set="avx2").blocking
     # float16 outputs are rounded once: one K chunk whenever the depth allows it
