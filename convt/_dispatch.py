@@ -486,6 +486,17 @@ STREAM_MIN_WEIGHT_BYTES = 8 << 20
 STREAM_MAX_POSITIONS = 64
 
 
+def weights_may_stream(problem, accumulation):
+    """The problem's side of streams_weights (the plan's side needs a plan): a
+    single-image Conv of the accumulation type with more than
+    STREAM_MIN_WEIGHT_BYTES of weights over at most STREAM_MAX_POSITIONS outputs."""
+    weight_bytes = (problem.out_channels * problem.cg
+                    * math.prod(problem.geometry.kernel_shape) * problem.dtype.itemsize)
+    return (not problem.transpose and problem.dtype == accumulation and problem.batch == 1
+            and weight_bytes > STREAM_MIN_WEIGHT_BYTES
+            and math.prod(problem.geometry.output_shape) <= STREAM_MAX_POSITIONS)
+
+
 def streams_weights(problem, decision, plan, w_strides):
     """Whether a Conv on the GEMM engine reads its weights from w itself, one row
     block and K chunk at a time (convt._gemm.pxi, streamed_weights), instead of
@@ -500,11 +511,8 @@ def streams_weights(problem, decision, plan, w_strides):
     (``w_strides``: the element strides of w's (group, C/group, M/group, k...) view)."""
     kernel = problem.geometry.kernel_shape
     taps = math.prod(kernel)
-    weight_bytes = problem.out_channels * problem.cg * taps * problem.dtype.itemsize
-    if (problem.transpose or decision.engine != "gemm" or decision.kernel_set == "blas"
-            or problem.dtype != decision.accumulation or problem.batch != 1
-            or weight_bytes <= STREAM_MIN_WEIGHT_BYTES
-            or math.prod(problem.geometry.output_shape) > STREAM_MAX_POSITIONS
+    if (decision.engine != "gemm" or decision.kernel_set == "blas"
+            or not weights_may_stream(problem, decision.accumulation)
             or len(plan.stacks) != 1):
         return False
     stack = plan.stacks[0]
@@ -585,6 +593,15 @@ CONTENDED_MAX_MULTIPLY_ADDS = 1 << 26
 # straddles cache lines and no B panel is packed; the product is transposed
 # once per tile.  1: on, 0: off.
 TRANSPOSED_PRODUCTS = 1
+# Sets whose transposed kernels serve only Conv layers whose weights stream from
+# w (weights_may_stream): the AVX-512 set's gemm_t (one vector of 16 weight rows
+# x 12 broadcast positions) ran slower than its 12 x 16 gemm wherever the weights
+# are packed.  On 2 Zen 4 cores (1 thread, in one process, alternating): 512 ->
+# 512 3x3 over 7x7 (9 MiB of weights, streamed) 2.2x faster transposed; k7 1-D
+# and 1024 -> 256 1x1 over 14x14 15% slower, 3x3 s2 and 160 -> 960 1x1 over 7x7
+# 5% slower, 3x3 over 14x14 to 56x56 within 1%.  (Zen 3's AVX2 set gains from
+# its transposed kernels everywhere they apply: see convt._plan._transposed.)
+TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY = ("avx512",)
 
 # Outputs of at least this many bytes have their interleaved rows (stride-2 last
 # axes: the phase-pair scatter, the direct engine's rows) written with
@@ -1000,7 +1017,9 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         cores=os.cpu_count() or 1,
         min_split_rows=MIN_SPLIT_ROWS,
         sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, SUM_BLOCK_FEW_CHANNELS),
-        transposed=bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED),
+        transposed=(bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED)
+                    and (name not in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY
+                         or weights_may_stream(problem, accumulation))),
     )
     if pairs:
         reasons.append("exact stacks: the set has pair kernels"
@@ -1095,6 +1114,7 @@ def tuning():
     return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR, TRANSPOSED_PRODUCTS,
+            TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY,
             AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS,
             PACK_MIN_BLOCKS, AVX2_BUFFER_PACK_MIN_BLOCKS, AVX2_BUFFER_MIN_TAPS,
             PAIR_PACK_MIN_BLOCKS, SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT,

@@ -18,6 +18,15 @@ TRANSPOSED_SETS = [family.name for family in _dispatch.families()
 pytestmark = pytest.mark.skipif(not TRANSPOSED_SETS,
                                 reason="no kernel set with transposed kernels runs here")
 
+
+@pytest.fixture(autouse=True)
+def transposed_everywhere(monkeypatch):
+    """Every set's transposed kernels on every stack the rule admits: sets that keep
+    them for streamed weights alone (TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY, tested
+    below) run them here on small layers too."""
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY", ())
+
+
 # (operator, x shape, w shape, attributes): rows (output channels per group) in
 # whole vectors of float32 and float64, positions not a multiple of MR, blocks of
 # one and two vectors (24 rows), groups, strides, dilations, 1-D to 3-D.
@@ -122,3 +131,28 @@ def test_residue_pairs_keep_one_row_blocking(kernel_set, dtype, monkeypatch):
     assert paired.any() and stacks["row_groups"][paired].max() > 1
     assert not stacks["transposed"][paired].any()
     assert_matches_reference(layer.apply(x, w), x, w, strides=(2,))
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+def test_some_sets_run_transposed_kernels_only_where_weights_stream(kernel_set, monkeypatch):
+    """Sets listed in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY keep the standard
+    orientation on a 3x3 Conv over 56x56 and run gemm_t on 512 -> 512 over 7x7 (9
+    MiB of weights, 49 outputs: streamed); the other sets run gemm_t on both."""
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY", (kernel_set,))
+    large_map = (Conv(pads=(1,) * 4), (1, 64, 56, 56), (64, 64, 3, 3))
+    weight_bound = (Conv(pads=(1,) * 4), (1, 512, 7, 7), (512, 512, 3, 3))
+    assert not _dispatch.weights_may_stream(
+        _engine_problem(*large_map), np.dtype(np.float32))
+    assert _dispatch.weights_may_stream(_engine_problem(*weight_bound), np.dtype(np.float32))
+    for (layer, x_shape, w_shape), expected in ((large_map, 0), (weight_bound, 1)):
+        explanation = convt.explain(layer, x_shape, w_shape, np.float32)
+        assert int(explanation.plan.stacks["transposed"].sum()) == expected
+        assert explanation.streamed == bool(expected)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY", ())
+    layer, x_shape, w_shape = large_map
+    assert int(convt.explain(layer, x_shape, w_shape, np.float32).plan.stacks["transposed"].sum())
+
+
+def _engine_problem(layer, x_shape, w_shape):
+    return convt.explain(layer, x_shape, w_shape, np.float32).problem

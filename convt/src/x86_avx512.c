@@ -149,6 +149,55 @@ GEMMS(ZD, gemm_zd_r, 0)
 GEMMS(ZD, gemm_pack_zd_r, 1)
 GEMMS(YD, gemm_yd_r, 0)
 
+/* Transposed GEMM (gemm_t, kernel_set.h): the weights are the vectors (one
+ * zmm of 16 floats or 8 doubles, or a ymm of half that) and the positions the
+ * broadcasts, c[j * ldc + i] (+)= blocked sums of a[k * lanes + i] *
+ * b[offsets[k] + positions[j]] for P <= 12 positions j.  Every output's
+ * arithmetic is gemm's (FMA operands commute exactly, the block totals are
+ * added in the same order), so products are bitwise the same; the weight rows
+ * are read whole and aligned, and B only through broadcasts, so nothing
+ * straddles cache lines.  Here the 12 x 1 block of gemm with its roles swapped:
+ * 12 broadcasts and one weight load per 12 FMAs. */
+#define DEFINE_GEMM_T(NAME, P, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)                \
+    AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
+                            const ptrdiff_t *offsets, const ptrdiff_t *positions, T *c,   \
+                            ptrdiff_t ldc, int accumulate)                                \
+    {                                                                                     \
+        enum { LANES = sizeof(V) / sizeof(T) };                                           \
+        V total[P], acc[P];                                                               \
+        ptrdiff_t at[P], k = 0, end;                                                      \
+        int i, first = !accumulate;                                                       \
+        for (i = 0; i < (P); ++i) {                                                       \
+            at[i] = positions[i];                                                         \
+            total[i] = accumulate ? LOAD(c + i * ldc) : SETZERO();                        \
+        }                                                                                 \
+        while (k < depth) {                                                               \
+            end = k + block < depth ? k + block : depth;                                  \
+            for (i = 0; i < (P); ++i) acc[i] = SETZERO();                                 \
+            for (; k < end; ++k, a += LANES) {                                            \
+                const T *row = b + offsets[k];                                            \
+                V weights = LOAD(a);                                                      \
+                for (i = 0; i < (P); ++i) acc[i] = FMA(weights, SET1(row[at[i]]), acc[i]); \
+            }                                                                             \
+            for (i = 0; i < (P); ++i) total[i] = first ? acc[i] : ADD(total[i], acc[i]);  \
+            first = 0;                                                                    \
+        }                                                                                 \
+        for (i = 0; i < (P); ++i) STORE(c + i * ldc, total[i]);                           \
+    }
+#define GEMMS_T(FLAVOUR, P)                                                               \
+    CALL(DEFINE_GEMM_T, (P##1, 1, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##2, 2, FLAVOUR))       \
+    CALL(DEFINE_GEMM_T, (P##3, 3, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##4, 4, FLAVOUR))       \
+    CALL(DEFINE_GEMM_T, (P##5, 5, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##6, 6, FLAVOUR))       \
+    CALL(DEFINE_GEMM_T, (P##7, 7, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##8, 8, FLAVOUR))       \
+    CALL(DEFINE_GEMM_T, (P##9, 9, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##10, 10, FLAVOUR))     \
+    CALL(DEFINE_GEMM_T, (P##11, 11, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##12, 12, FLAVOUR))
+/* gemm_t[0]: one half-width vector of rows (8 floats, 4 doubles); [1]: one zmm */
+GEMMS_T(YF, gemm_t_yf_p)
+GEMMS_T(ZF, gemm_t_zf_p)
+GEMMS_T(YD, gemm_t_yd_p)
+GEMMS_T(ZD, gemm_t_zd_p)
+#define GEMM_T_TABLES(Y, Z) {GEMM_TABLE(Y), GEMM_TABLE(Z)}
+
 #define PAIRS(FLAVOUR, P)                                                                 \
     CALL(DEFINE_PAIR, (P##2, 2, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, FLAVOUR))           \
     CALL(DEFINE_PAIR, (P##6, 6, FLAVOUR)) CALL(DEFINE_PAIR, (P##8, 8, FLAVOUR))           \
@@ -245,7 +294,8 @@ const convt_kernels_f32 convt_avx512_f32 = {
      {PAIR_TABLE(store_f32_z_r), PAIR_TABLE(store_f32_y_r)},
      AVX512_NO_STORES},
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
-    convt_avx512_stencil_f32, {{0}}, convt_avx2_winograd_input_f32,
+    convt_avx512_stencil_f32, GEMM_T_TABLES(gemm_t_yf_p, gemm_t_zf_p),
+    convt_avx2_winograd_input_f32,
     convt_avx2_winograd_output_f32, convt_avx2_plane_f32,
     convt_avx2_interleave_stream_f32};
 
@@ -256,7 +306,8 @@ const convt_kernels_f64 convt_avx512_f64 = {
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
-    convt_avx512_stencil_f64, {{0}}, 0, 0, convt_avx2_plane_f64,
+    convt_avx512_stencil_f64, GEMM_T_TABLES(gemm_t_yd_p, gemm_t_zd_p), 0, 0,
+    convt_avx2_plane_f64,
     convt_avx2_interleave_stream_f64};
 
 
