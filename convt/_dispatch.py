@@ -768,6 +768,7 @@ class Blocking:
     min_split_rows: int
     sum_blocks: tuple[int, int, int, int]  # (shallow, deep, split depth, few channels)
     transposed: bool = False     # product-path stacks may run gemm_t (see TRANSPOSED_PRODUCTS)
+    packs_b: bool = True         # the kernels copy B panels (gemm_pack, pack_pair) for reuse
     cores: int = 1               # the machine's (os.cpu_count): work items are cut for them
 
     def sum_block(self, depth, first_sums, chunk_depth=None):
@@ -1027,6 +1028,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
                           "; y's rows are strided, so they go through the product buffer"))
     # AVX-512 kernels on a core that splits their FMAs: B rows read in place
     packs = not blas and not (name in ("avx512", "avx512_wide") and split_512_fma())
+    blocking = replace(blocking, packs_b=packs and kernels.has(SET_PACK))
     if not packs and not blas and kernels.has(SET_PACK):
         reasons.append("no B packing: 512-bit FMAs split, the kernels' loads are not the limit")
     decision = Decision(

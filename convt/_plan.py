@@ -358,6 +358,15 @@ WINDOW_MAX_EXCESS = 2
 # 48x48 the copy was 1.03-1.09x faster (k2s2 and 1x1); on 16x16 (1 KiB planes)
 # reading in place was 2-5% faster, on 28x28 and 7x7 the two were within 2%.
 IN_PLACE_MAX_CHANNEL_BYTES = 4096
+# Kernels that read B rows in place, packing none (convt._dispatch, packs_b: the
+# AVX-512 set where 512-bit FMAs are split), have no panel copy to slow down, and
+# a Conv's 1x1 stack reads x in place however far apart its planes lie.  On 1
+# and 2 Zen 4 cores (in one process, alternating; warm, and with the caches
+# flushed between calls) against copying tiles: 256 -> 64 on 56x56 1.11-1.19x,
+# its batch-4 twin 1.17x, 64 -> 64 on 112x112 1.14-1.18x, 128 -> 128 on 64x64
+# (16 KiB planes) 1.04-1.08x faster, a 1x1 s2 within 1.5%.  ConvTranspose's
+# k2s2 phases keep the limit: unet2d gained 4-5% warm but lost 7% with cold
+# caches (four phases re-read x from memory where one copy reads it once).
 # Conv 1x1 layers read x in place only from this many positions per plane: on
 # smaller planes the copied tile runs the transposed kernels (gemm_t: the many
 # output channels as vectors, the few positions broadcast), which read in place
@@ -807,8 +816,9 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             and (transpose or set(geometry.strides) == {1})  # Conv's strides decimate x
             # BLAS packs its operands itself: x is its im2col
             and (not row_block
-                 or (math.prod(geometry.input_shape) * blocking.itemsize
-                     < IN_PLACE_MAX_CHANNEL_BYTES and not small_transposable))
+                 or ((math.prod(geometry.input_shape) * blocking.itemsize
+                      < IN_PLACE_MAX_CHANNEL_BYTES or not (transpose or blocking.packs_b))
+                     and not small_transposable))
         )
         # residue pairs share their row blocks (one item scatters both products)
         in_pair = index in partner or index in partner_of

@@ -11,7 +11,7 @@ import _onnx_shim
 import onnx_conv_text_examples
 from _conv_helpers import assert_conv_matches_reference, run_conv_engine
 from _helpers import DTYPES, ENGINES, bfloat16, onnx_node_cases
-from convt import Conv, ConvTranspose, conv, explain
+from convt import Conv, ConvTranspose, _dispatch, _engine, conv, explain
 from convt._reference import reference_conv
 
 
@@ -580,10 +580,13 @@ def test_stride_2_tiles_fill_both_residues_in_one_pass(dtype, width, pads):
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("case", ["contiguous", "sliced rows", "3-D", "two K chunks"])
-def test_pointwise_tiles_copy_whole_rows_per_channel(dtype, case):
+def test_pointwise_tiles_copy_whole_rows_per_channel(dtype, case, monkeypatch):
     # a 1x1 Conv over channel planes a page or more apart copies each channel's
     # tile rows as one run when they are whole, consecutive rows of x (tiles of
-    # some of the 40 rows here), else row by row
+    # some of the 40 rows here), else row by row (kernels that pack B panels:
+    # the others read such planes in place, test_input_in_place.py)
+    monkeypatch.setattr(_dispatch, "split_512_fma", lambda: False)
+    _engine._execution.cache_clear()
     rng = np.random.default_rng(len(case))
     shape = {"contiguous": (2, 8, 40, 36), "sliced rows": (2, 8, 40, 38),
              "3-D": (1, 8, 3, 40, 36), "two K chunks": (1, 200, 40, 36)}[case]
@@ -597,6 +600,7 @@ def test_pointwise_tiles_copy_whole_rows_per_channel(dtype, case):
     assert report.decision.engine == "gemm" and report.plan.stacks["row_tiles"][0] > 1
     assert not report.plan.stacks["identity"].any()
     y = layer.apply(x, w, b)
+    _engine._execution.cache_clear()
     assert_conv_matches_reference(y, x, w, b)
 
 

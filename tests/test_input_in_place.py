@@ -1,7 +1,11 @@
 """One-tap stacks (1x1 layers, the phases of k2s2) read x in place as the GEMM operand
 (convt._gemm.input_as_operand) while its channel planes are less than a page apart: the
 same sums as through the tile buffer, and never a read past the end of x.  Farther
-apart they copy their tiles, one run of whole rows per channel: the same sums again."""
+apart they copy their tiles, one run of whole rows per channel: the same sums again;
+but for Conv's 1x1 stacks where the kernels pack no B panels (packs_b), which read x
+in place at any distance."""
+
+import dataclasses
 
 import ctypes
 import mmap
@@ -10,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from convt import Conv, ConvTranspose, _engine, _plan, explain
+from convt import Conv, ConvTranspose, _dispatch, _engine, _plan, explain
 
 LAYERS = {
     "conv_1x1": (Conv, (2, 24, 7, 9), (16, 24, 1, 1), {}),
@@ -70,9 +74,34 @@ LARGE_PLANES = {
 }
 
 
+def _kernels_packing_b(monkeypatch, packs):
+    """Decisions whose kernels pack B panels (``packs``) or read them in place."""
+    decide = _dispatch.decide
+
+    def decide_packing(problem, **arguments):
+        decision = decide(problem, **arguments)
+        if decision.engine != "gemm":
+            return decision
+        return dataclasses.replace(decision, blocking=dataclasses.replace(
+            decision.blocking, packs_b=packs))
+
+    monkeypatch.setattr(_dispatch, "decide", decide_packing)
+    _plan.gemm_plan.cache_clear()
+    _engine._execution.cache_clear()
+
+
+@pytest.fixture
+def clean_plans():
+    yield
+    _plan.gemm_plan.cache_clear()
+    _engine._execution.cache_clear()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(LARGE_PLANES))
-def test_planes_a_page_apart_are_copied_with_the_same_sums(name, dtype, monkeypatch):
+def test_planes_a_page_apart_are_copied_with_the_same_sums(name, dtype, monkeypatch,
+                                                           clean_plans):
+    _kernels_packing_b(monkeypatch, True)
     operator, x_shape, w_shape, params = LARGE_PLANES[name]
     rng = np.random.default_rng(len(name))
     x = rng.standard_normal(x_shape).astype(dtype)
@@ -90,3 +119,25 @@ def test_planes_a_page_apart_are_copied_with_the_same_sums(name, dtype, monkeypa
     finally:
         _plan.gemm_plan.cache_clear()
         _engine._execution.cache_clear()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(LARGE_PLANES))
+def test_kernels_packing_no_b_read_conv_planes_in_place_at_any_distance(
+        name, dtype, monkeypatch, clean_plans):
+    """packs_b off: Conv's 1x1 stacks read x in place however far apart its planes
+    lie, ConvTranspose's one-tap phases still copy them; the same sums either way."""
+    operator, x_shape, w_shape, params = LARGE_PLANES[name]
+    rng = np.random.default_rng(len(name))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    layer = operator(**params)
+    _kernels_packing_b(monkeypatch, True)
+    copied = layer.apply(x, w)
+    _kernels_packing_b(monkeypatch, False)
+    stacks = explain(layer, x, w).plan.stacks
+    assert stacks["identity"].all() == (operator is Conv)
+    assert not stacks["identity"].any() == (operator is ConvTranspose)
+    for threads in (1, 2):
+        layer.set_params(num_threads=threads)
+        np.testing.assert_array_equal(layer.apply(x, w), copied)

@@ -97,7 +97,8 @@ def test_stacks_off_the_rule_keep_the_standard_orientation(kernel_set, monkeypat
 @pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
 def test_pointwise_layers_read_small_planes_in_place(kernel_set, monkeypatch):
     """A 1x1 Conv reads x in place (standard orientation) while its channel planes
-    are closer than IN_PLACE_MAX_CHANNEL_BYTES and hold at least
+    are closer than IN_PLACE_MAX_CHANNEL_BYTES (or at any distance where the
+    kernels pack no B panels) and hold at least
     CONV_IN_PLACE_MIN_POSITIONS positions, else copies its tiles and, rows in whole
     vectors, runs gemm_t; rows that gemm_t cannot take keep reading in place."""
     monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
@@ -109,6 +110,10 @@ def test_pointwise_layers_read_small_planes_in_place(kernel_set, monkeypatch):
         x = rng.standard_normal((1, 8, side, side)).astype(np.float32)
         assert side * side * 4 < _plan.IN_PLACE_MAX_CHANNEL_BYTES or not in_place
         assert (side * side >= _plan.CONV_IN_PLACE_MIN_POSITIONS or rows % 8) or not in_place
+        # kernels that pack no B panels read a 1x1 Conv's large planes in place
+        # at any distance (see test_input_in_place.py)
+        if not convt.explain(Conv(), x, w).decision.blocking.packs_b:
+            in_place = in_place or side * side >= _plan.CONV_IN_PLACE_MIN_POSITIONS
         assert _transposed_stacks(Conv(), x, w) == (0 if in_place else 1)
         assert convt.explain(Conv(), x, w).plan.stacks["identity"].all() == in_place
         assert_conv_matches_reference(Conv().apply(x, w), x, w)
