@@ -82,6 +82,8 @@ def info():
           + (f" (sized to L2_CHUNK_L1_FACTOR={_dispatch.L2_CHUNK_L1_FACTOR} x L1: the {best} "
              "kernels read B from L2 as fast as they use it)"
              if _dispatch.b_streams_from_l2(best) else ""))
+    print(f"  L2 cache: {_dispatch.l2_bytes() // 1024} KiB per core"
+          + ("" if load_kernels().l2_bytes() else " (assumed: neither the CPU nor the OS reports it)"))
     speedup = _dispatch.fma_512_speedup()
     if speedup:
         print(f"  512-bit FMAs: {speedup:.2f}x the 256-bit rate per FLOP, measured: "

@@ -80,8 +80,8 @@ def plan(problem, decision):
     fitting = max(1, _dispatch.COL2IM_PRODUCT_BYTES // (positions * taps * itemsize))
     wanted = max(1, -(-_dispatch.work_items_target() // (problem.batch * problem.group)))
     # and the panels of w it copies per K chunk of COL2IM_DEPTH input channels
-    panels = max(1, _dispatch.COL2IM_PANEL_BYTES
-                 // (min(problem.cg, _dispatch.COL2IM_DEPTH) * taps * itemsize))
+    panel_bytes = _dispatch.col2im_panel_bytes()
+    panels = max(1, panel_bytes // (min(problem.cg, _dispatch.COL2IM_DEPTH) * taps * itemsize))
     run = max(1, min(problem.mg, fitting, panels, -(-problem.mg // wanted)))
     # whole panels of columns where the channels allow
     unit = nr // math.gcd(nr, taps)
@@ -89,10 +89,10 @@ def plan(problem, decision):
         run = run // unit * unit
     runs = -(-problem.mg // run)
     table = _targets(geometry)
-    # the item's panels of w (its columns x the chunk) stay within COL2IM_PANEL_BYTES
+    # the item's panels of w (its columns x the chunk) stay within col2im_panel_bytes
     panel_columns = -(-run * taps // nr) * nr
     depth_chunk = max(1, min(problem.cg, _dispatch.COL2IM_DEPTH,
-                             _dispatch.COL2IM_PANEL_BYTES // (panel_columns * itemsize)))
+                             panel_bytes // (panel_columns * itemsize)))
     # each product sums all input channels, as a Conv's does: the GEMM engine's blocks
     return Col2imRun(decision.kernel_set, mr, nr, run, problem.batch * problem.group * runs,
                      depth_chunk, decision.blocking.sum_block(problem.cg, problem.cg),

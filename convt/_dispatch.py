@@ -431,10 +431,17 @@ COL2IM_MIN_WEIGHT_BYTES_PER_POSITION = 8 << 10
 COL2IM_MAX_CROPPED = 1.5
 # The copy of x it makes (every image's positions in the kernels' row blocks), at most.
 COL2IM_MAX_INPUT_BYTES = 16 << 20
-# A work item's products (positions x its channels' taps) stay within this, and
-# so do the panels of w it copies per K chunk (its columns x the chunk).
+# A work item's products (positions x its channels' taps) stay within this.
 COL2IM_PRODUCT_BYTES = 128 * 1024
-COL2IM_PANEL_BYTES = 128 * 1024
+# The panels of w a work item copies per K chunk (its columns x the chunk) stay
+# within this share of a core's L2 (col2im_panel_bytes).  w is read once per
+# call, a run of the item's columns from each row in turn; the panels' size sets
+# that run's length, and runs of 1 KiB (a 128 KiB budget) kept w's reads from
+# memory far below its bandwidth.  On 1 and 2 Zen 4 cores (1 MiB L2; in one
+# process, alternating, caches warm and flushed) against 128 KiB: 1024 -> 512 on
+# 4x4 1.29-1.43x and 512 -> 256 on 8x8 1.03-1.11x faster with 512 KiB, 1.24x and
+# 1.03-1.11x with 256 KiB.
+COL2IM_PANEL_L2_SHARE = 0.5
 # Input channels per kernel call: each call sums them into its products (blocked
 # sums of 64 steps), whose loads and stores a shorter call pays more often.
 COL2IM_DEPTH = 128
@@ -1070,6 +1077,20 @@ def l1_data_bytes():
     return load().l1_data_bytes() or DEFAULT_L1_BYTES
 
 
+DEFAULT_L2_BYTES = 512 * 1024
+
+
+@functools.cache
+def l2_bytes():
+    """Bytes of one core's L2 cache (DEFAULT_L2_BYTES when unknown)."""
+    return load().l2_bytes() or DEFAULT_L2_BYTES
+
+
+def col2im_panel_bytes():
+    """The budget of a col2im work item's panels of w: COL2IM_PANEL_L2_SHARE of L2."""
+    return int(COL2IM_PANEL_L2_SHARE * l2_bytes())
+
+
 def split_512_fma():
     """Whether this core has AVX-512 but splits its FMAs in two (see NATIVE_512_MIN_SPEEDUP)."""
     return 0 < fma_512_speedup() < NATIVE_512_MIN_SPEEDUP
@@ -1128,7 +1149,7 @@ def tuning():
             WINOGRAD_PHASE_BLOCK_BYTES, WINOGRAD_PHASE_OUT_CHUNK,
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
             PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
-            COL2IM_PANEL_BYTES, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
+            COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
             STREAM_MIN_WEIGHT_BYTES, STREAM_MAX_POSITIONS, STREAM_OUTPUT_MIN_BYTES)
 

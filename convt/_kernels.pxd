@@ -219,6 +219,7 @@ cdef extern from "cpu.h" nogil:
     unsigned convt_decode_x86(const convt_x86_words* words)
     unsigned convt_cpu_features()
     long convt_l1_data_bytes()
+    long convt_l2_bytes()
     double convt_avx512_fma_speedup()
 
 

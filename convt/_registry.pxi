@@ -35,6 +35,11 @@ def l1_data_bytes():
     return convt_l1_data_bytes()
 
 
+def l2_bytes():
+    """Bytes of one core's level-2 cache (0 when neither the CPU nor the OS says)."""
+    return convt_l2_bytes()
+
+
 def avx512_fma_speedup():
     """How much faster this core runs 512-bit FMAs than 256-bit ones, per FLOP,
     measured now (about 0.1 ms): about 2 where they are native, about 1 where the

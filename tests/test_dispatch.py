@@ -59,6 +59,27 @@ def test_l1_data_cache_is_what_the_os_reports():
             assert reported == int(text)
 
 
+def test_l2_cache_is_what_the_os_reports():
+    import os
+    import subprocess
+
+    reported = _kernels.l2_bytes()
+    # 0 (unknown) or a real L2 size: 128 KiB (old cores) to 64 MiB (shared by Apple clusters)
+    assert reported == 0 or 128 * 1024 <= reported <= 64 << 20
+    if reported and os.path.exists("/usr/bin/getconf"):
+        text = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True,
+                              text=True).stdout.strip()
+        if text.isdigit() and int(text) > 0:
+            assert reported == int(text)
+
+
+@pytest.mark.parametrize("l2, budget", [(512 * 1024, 256 * 1024), (1 << 20, 512 * 1024),
+                                        (2 << 20, 1 << 20)])
+def test_col2im_panels_take_half_of_l2(monkeypatch, l2, budget):
+    monkeypatch.setattr(_dispatch, "l2_bytes", lambda: l2)
+    assert _dispatch.col2im_panel_bytes() == budget
+
+
 @pytest.mark.parametrize("l1, depth", [(32 * 1024, 170), (48 * 1024, 256), (128 * 1024, 682),
                                        (4 * 1024, 128), (8 << 20, 2048)])
 def test_k_chunks_fill_two_thirds_of_the_l1_data_cache(monkeypatch, l1, depth):

@@ -203,6 +203,65 @@ long convt_l1_data_bytes(void)
     return bytes;
 }
 
+#ifdef CONVT_X86_64
+/* Intel: CPUID leaf 4's unified level-2 cache; AMD: leaf 0x80000006 (ECX[31:16]
+ * KiB), which Intel reports too. */
+static long x86_l2_bytes(void)
+{
+    uint32_t regs[4];
+    uint32_t sub;
+    cpuid(0, 0, regs);
+    if (regs[0] >= 4) {
+        for (sub = 0; sub < 16; ++sub) {
+            uint32_t type, level;
+            cpuid(4, sub, regs);
+            type = regs[0] & 0x1f;
+            level = (regs[0] >> 5) & 0x7;
+            if (type == 0) break;
+            if (type == 3 && level == 2)
+                return (long)(((regs[1] >> 22) & 0x3ff) + 1) * (((regs[1] >> 12) & 0x3ff) + 1)
+                       * ((regs[1] & 0xfff) + 1) * ((long)regs[2] + 1);
+        }
+    }
+    cpuid(0x80000000u, 0, regs);
+    if (regs[0] >= 0x80000006u) {
+        cpuid(0x80000006u, 0, regs);
+        return (long)(regs[2] >> 16) * 1024;
+    }
+    return 0;
+}
+#endif
+
+static long detect_l2_bytes(void)
+{
+    long bytes = 0;
+#ifdef CONVT_X86_64
+    bytes = x86_l2_bytes();
+#endif
+#if defined(__linux__) && defined(_SC_LEVEL2_CACHE_SIZE)
+    if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+#if defined(__APPLE__)
+    if (bytes <= 0) {
+        int64_t value = 0;
+        size_t size = sizeof value;
+        if (sysctlbyname("hw.l2cachesize", &value, &size, NULL, 0) == 0) bytes = (long)value;
+    }
+#endif
+    return bytes > 0 ? bytes : 0;
+}
+
+long convt_l2_bytes(void)
+{
+    static int known = 0;
+    static long bytes = 0;
+    if (!known) {
+        bytes = detect_l2_bytes();
+        known = 1;
+    }
+    return bytes;
+}
+
 #ifndef CONVT_X86_64
 double convt_avx512_fma_speedup(void) { return 0.0; }
 #endif

@@ -44,6 +44,11 @@ unsigned convt_cpu_features(void);
  * neither says (computed once, then cached). */
 long convt_l1_data_bytes(void);
 
+/* Bytes of the level-2 cache of one core (or of its cluster, where cores share
+ * it), as the CPU (x86 CPUID leaf 4 or 0x80000006) or the OS (Linux sysconf,
+ * macOS sysctl) reports it; 0 when neither says (computed once, then cached). */
+long convt_l2_bytes(void);
+
 /* How much faster this core runs 512-bit FMAs than 256-bit ones, per FLOP,
  * measured by a register-only loop on each (x86_avx512.c, about 0.1 ms): about
  * 2 where 512-bit FMAs are native (Intel cores with two 512-bit FMA units,
