@@ -146,109 +146,85 @@ unsigned convt_cpu_features(void)
 }
 
 #ifdef CONVT_X86_64
-/* Intel's deterministic cache parameters (leaf 4), else AMD's L1 leaf. */
-static long x86_l1_data_bytes(void)
+/* Intel's deterministic cache parameters (leaf 4): bytes of the cache of `level`
+ * and `type` (1 data, 3 unified), 0 when the leaf lists none. */
+static long x86_leaf4_cache_bytes(uint32_t level, uint32_t type)
 {
     uint32_t regs[4];
     uint32_t sub;
     cpuid(0, 0, regs);
-    if (regs[0] >= 4) {
-        for (sub = 0; sub < 16; ++sub) {
-            uint32_t type, level;
-            cpuid(4, sub, regs);
-            type = regs[0] & 0x1f;
-            level = (regs[0] >> 5) & 0x7;
-            if (type == 0) break; /* no more caches */
-            if (type == 1 && level == 1) /* data cache, level 1 */
-                return (long)(((regs[1] >> 22) & 0x3ff) + 1) * (((regs[1] >> 12) & 0x3ff) + 1)
-                       * ((regs[1] & 0xfff) + 1) * ((long)regs[2] + 1);
-        }
-    }
-    cpuid(0x80000000u, 0, regs);
-    if (regs[0] >= 0x80000005u) {
-        cpuid(0x80000005u, 0, regs);
-        return (long)(regs[2] >> 24) * 1024; /* ecx[31:24]: L1 data KiB */
+    if (regs[0] < 4) return 0;
+    for (sub = 0; sub < 16; ++sub) {
+        cpuid(4, sub, regs);
+        if ((regs[0] & 0x1f) == 0) break; /* no more caches */
+        if ((regs[0] & 0x1f) == type && ((regs[0] >> 5) & 0x7) == level)
+            return (long)(((regs[1] >> 22) & 0x3ff) + 1) * (((regs[1] >> 12) & 0x3ff) + 1)
+                   * ((regs[1] & 0xfff) + 1) * ((long)regs[2] + 1);
     }
     return 0;
 }
+
+/* AMD's extended leaf `leaf` (0x80000005: L1, 0x80000006: L2): its ECX >> shift KiB. */
+static long x86_extended_cache_bytes(uint32_t leaf, unsigned shift)
+{
+    uint32_t regs[4];
+    cpuid(0x80000000u, 0, regs);
+    if (regs[0] < leaf) return 0;
+    cpuid(leaf, 0, regs);
+    return (long)(regs[2] >> shift) * 1024;
+}
 #endif
 
-static long detect_l1_data_bytes(void)
+/* Bytes of a cache as the CPU (x86: leaf 4's `level` and `type`, else AMD's
+ * `leaf`) or the OS (Linux sysconf `name`, macOS sysctl `sysctl_name`) reports it,
+ * 0 when none does. */
+static long detect_cache_bytes(unsigned level, unsigned type, unsigned leaf, unsigned shift,
+                               int name, const char *sysctl_name)
 {
     long bytes = 0;
 #ifdef CONVT_X86_64
-    bytes = x86_l1_data_bytes();
+    bytes = x86_leaf4_cache_bytes(level, type);
+    if (bytes <= 0) bytes = x86_extended_cache_bytes(leaf, shift);
+#else
+    (void)level;
+    (void)type;
+    (void)leaf;
+    (void)shift;
 #endif
-#if defined(__linux__) && defined(_SC_LEVEL1_DCACHE_SIZE)
-    if (bytes <= 0) bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+#if defined(__linux__)
+    if (bytes <= 0 && name >= 0) bytes = sysconf(name);
+#else
+    (void)name;
 #endif
 #if defined(__APPLE__)
     if (bytes <= 0) {
         int64_t value = 0;
         size_t size = sizeof value;
-        if (sysctlbyname("hw.l1dcachesize", &value, &size, NULL, 0) == 0) bytes = (long)value;
+        if (sysctlbyname(sysctl_name, &value, &size, NULL, 0) == 0) bytes = (long)value;
     }
+#else
+    (void)sysctl_name;
 #endif
     return bytes > 0 ? bytes : 0;
 }
+
+#if defined(__linux__) && defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+#define CONVT_SC_L1D _SC_LEVEL1_DCACHE_SIZE
+#define CONVT_SC_L2 _SC_LEVEL2_CACHE_SIZE
+#else
+#define CONVT_SC_L1D (-1)
+#define CONVT_SC_L2 (-1)
+#endif
 
 long convt_l1_data_bytes(void)
 {
     static int known = 0;
     static long bytes = 0;
     if (!known) {
-        bytes = detect_l1_data_bytes();
+        bytes = detect_cache_bytes(1, 1, 0x80000005u, 24, CONVT_SC_L1D, "hw.l1dcachesize");
         known = 1;
     }
     return bytes;
-}
-
-#ifdef CONVT_X86_64
-/* Intel: CPUID leaf 4's unified level-2 cache; AMD: leaf 0x80000006 (ECX[31:16]
- * KiB), which Intel reports too. */
-static long x86_l2_bytes(void)
-{
-    uint32_t regs[4];
-    uint32_t sub;
-    cpuid(0, 0, regs);
-    if (regs[0] >= 4) {
-        for (sub = 0; sub < 16; ++sub) {
-            uint32_t type, level;
-            cpuid(4, sub, regs);
-            type = regs[0] & 0x1f;
-            level = (regs[0] >> 5) & 0x7;
-            if (type == 0) break;
-            if (type == 3 && level == 2)
-                return (long)(((regs[1] >> 22) & 0x3ff) + 1) * (((regs[1] >> 12) & 0x3ff) + 1)
-                       * ((regs[1] & 0xfff) + 1) * ((long)regs[2] + 1);
-        }
-    }
-    cpuid(0x80000000u, 0, regs);
-    if (regs[0] >= 0x80000006u) {
-        cpuid(0x80000006u, 0, regs);
-        return (long)(regs[2] >> 16) * 1024;
-    }
-    return 0;
-}
-#endif
-
-static long detect_l2_bytes(void)
-{
-    long bytes = 0;
-#ifdef CONVT_X86_64
-    bytes = x86_l2_bytes();
-#endif
-#if defined(__linux__) && defined(_SC_LEVEL2_CACHE_SIZE)
-    if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-#if defined(__APPLE__)
-    if (bytes <= 0) {
-        int64_t value = 0;
-        size_t size = sizeof value;
-        if (sysctlbyname("hw.l2cachesize", &value, &size, NULL, 0) == 0) bytes = (long)value;
-    }
-#endif
-    return bytes > 0 ? bytes : 0;
 }
 
 long convt_l2_bytes(void)
@@ -256,7 +232,7 @@ long convt_l2_bytes(void)
     static int known = 0;
     static long bytes = 0;
     if (!known) {
-        bytes = detect_l2_bytes();
+        bytes = detect_cache_bytes(2, 3, 0x80000006u, 16, CONVT_SC_L2, "hw.l2cachesize");
         known = 1;
     }
     return bytes;
