@@ -522,3 +522,18 @@ def test_full_row_tiles_share_the_zero_columns_of_consecutive_rows(x_shape, w_sh
         for dtype in (np.float32, np.float64):
             y = run_conv_engine(f"gemm-{kernel_set}", x.astype(dtype), w.astype(dtype), **params)
             assert_conv_matches_reference(y, x.astype(dtype), w.astype(dtype), **params)
+
+
+def test_tuning_follows_every_change_of_a_constant(monkeypatch):
+    """tuning() keeps its tuple between calls; setting or deleting a module attribute
+    (as tests and tune.py do) must drop it, or cached plans would outlive the change."""
+    before = _dispatch.tuning()
+    assert _dispatch.tuning() is before  # kept, not rebuilt per call
+    monkeypatch.setattr(_dispatch, "MIN_TILE", _dispatch.MIN_TILE + 1)
+    changed = _dispatch.tuning()
+    assert changed != before and _dispatch.MIN_TILE in changed
+    monkeypatch.setattr(_dispatch, "EXTRA_NAME", 1, raising=False)
+    monkeypatch.delattr(_dispatch, "EXTRA_NAME")
+    assert _dispatch.tuning() == changed
+    monkeypatch.undo()
+    assert _dispatch.tuning() == before
