@@ -37,8 +37,13 @@
 
 #define MR 12
 
-/* total[i] = c's row (accumulate) or the first block sum, plus each next
- * block sum (see kernel_set.h); odd rows read B `sibling` positions further. */
+/* total[i] = c's row (accumulate) or the first block sum, plus each next block
+ * sum (see kernel_set.h); odd rows read B `sibling` positions further.  START
+ * gives total its first value only when accumulating (setting `first` to 0):
+ * otherwise the first block's sums become the totals, so the totals are never
+ * filled with zeros first, which the compiler did through memory (a rep stos
+ * and reloads that cost a third of a 64-step float64 call).  A call of no
+ * steps leaves total to the caller (DEPTHLESS). */
 #define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP)      \
     {                                                                                     \
         V acc[ROWS];                                                                      \
@@ -54,16 +59,27 @@
                 for (i = 0; i < (ROWS); ++i)                                              \
                     acc[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, acc[i]);               \
             }                                                                             \
-            for (i = 0; i < (ROWS); ++i) total[i] = first ? acc[i] : ADD(total[i], acc[i]); \
+            if (first)                                                                    \
+                for (i = 0; i < (ROWS); ++i) total[i] = acc[i];                           \
+            else                                                                          \
+                for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);            \
             first = 0;                                                                    \
         }                                                                                 \
     }
 
 /* Start from c's rows when accumulating. */
 #define START_FROM_C(ROWS, LOAD, SETZERO, SIBLING)                                        \
-    for (i = 0; i < (ROWS); ++i)                                                          \
-        total[i] = accumulate ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)) : SETZERO(); \
-    first = !accumulate;
+    if (accumulate) {                                                                     \
+        for (i = 0; i < (ROWS); ++i) total[i] = LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)); \
+        first = 0;                                                                        \
+    }
+
+/* The totals of a call of no steps: c's rows or zeros (never taken by the engines,
+ * which call with depth >= 1; kernel_set.h defines it). */
+#define DEPTHLESS(ROWS, LOAD, SETZERO, SIBLING)                                           \
+    if (depth < 1)                                                                        \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            total[i] = accumulate ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)) : SETZERO();
 
 /* PACK: also copy each B row read to pack_to + k W, 64-byte aligned, for the
  * panel's other row blocks (gemm_pack). */
@@ -78,6 +94,7 @@
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                         \
                        START_FROM_C(ROWS, LOAD, SETZERO, 0),                              \
                        if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);) \
+        DEPTHLESS(ROWS, LOAD, SETZERO, 0)                                                 \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, total[i]);                        \
     }
 
@@ -90,6 +107,7 @@
         int i;                                                                            \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
                        START_FROM_C(ROWS, LOAD, SETZERO, sibling), )                      \
+        DEPTHLESS(ROWS, LOAD, SETZERO, sibling)                                           \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), total[i]); \
     }
 
@@ -104,8 +122,9 @@
     {                                                                                     \
         V total[ROWS];                                                                    \
         int i;                                                                            \
-        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
-                       for (i = 0; i < (ROWS); ++i) total[i] = SETZERO();, )               \
+        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling, , )               \
+        if (depth < 1)                                                                    \
+            for (i = 0; i < (ROWS); ++i) total[i] = SETZERO(); /* sums of nothing */      \
         for (i = 0; i < (ROWS); i += 2) {                                                 \
             YT *row = (YT *)y + (i / 2) * ldy;                                            \
             V low = PERMUTE(total[i], LOW, total[i + 1]);                                 \
@@ -167,9 +186,10 @@ GEMMS(YD, gemm_yd_r, 0)
         V total[P], acc[P];                                                               \
         ptrdiff_t at[P], k = 0, end;                                                      \
         int i, first = !accumulate;                                                       \
-        for (i = 0; i < (P); ++i) {                                                       \
-            at[i] = positions[i];                                                         \
-            total[i] = accumulate ? LOAD(c + i * ldc) : SETZERO();                        \
+        for (i = 0; i < (P); ++i) at[i] = positions[i];                                   \
+        if (accumulate) {                                                                 \
+            for (i = 0; i < (P); ++i) total[i] = LOAD(c + i * ldc);                       \
+            first = 0;                                                                    \
         }                                                                                 \
         while (k < depth) {                                                               \
             end = k + block < depth ? k + block : depth;                                  \
@@ -179,9 +199,14 @@ GEMMS(YD, gemm_yd_r, 0)
                 V weights = LOAD(a);                                                      \
                 for (i = 0; i < (P); ++i) acc[i] = FMA(weights, SET1(row[at[i]]), acc[i]); \
             }                                                                             \
-            for (i = 0; i < (P); ++i) total[i] = first ? acc[i] : ADD(total[i], acc[i]);  \
+            if (first)                                                                    \
+                for (i = 0; i < (P); ++i) total[i] = acc[i];                              \
+            else                                                                          \
+                for (i = 0; i < (P); ++i) total[i] = ADD(total[i], acc[i]);               \
             first = 0;                                                                    \
         }                                                                                 \
+        if (depth < 1)                                                                    \
+            for (i = 0; i < (P); ++i) total[i] = accumulate ? LOAD(c + i * ldc) : SETZERO(); \
         for (i = 0; i < (P); ++i) STORE(c + i * ldc, total[i]);                           \
     }
 #define GEMMS_T(FLAVOUR, P)                                                               \
