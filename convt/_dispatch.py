@@ -1009,6 +1009,8 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         return replace(decision, **overrides)
     blas = name == "blas"
     pairs = not blas and kernels.has(SET_PAIRS)
+    # AVX-512 kernels on a core that splits their FMAs: B rows read in place
+    packs = not blas and not (name in ("avx512", "avx512_wide") and split_512_fma())
     blocking = Blocking(
         mr=0 if blas else kernels.mr,
         nr=0 if blas else kernels.nr,
@@ -1030,14 +1032,12 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         transposed=(bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED)
                     and (name not in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY
                          or weights_may_stream(problem, accumulation))),
+        packs_b=packs and kernels.has(SET_PACK),
     )
     if pairs:
         reasons.append("exact stacks: the set has pair kernels"
                        + ("" if problem.y_rows_contiguous else
                           "; y's rows are strided, so they go through the product buffer"))
-    # AVX-512 kernels on a core that splits their FMAs: B rows read in place
-    packs = not blas and not (name in ("avx512", "avx512_wide") and split_512_fma())
-    blocking = replace(blocking, packs_b=packs and kernels.has(SET_PACK))
     if not packs and not blas and kernels.has(SET_PACK):
         reasons.append("no B packing: 512-bit FMAs split, the kernels' loads are not the limit")
     decision = Decision(

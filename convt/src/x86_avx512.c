@@ -59,13 +59,18 @@
                 for (i = 0; i < (ROWS); ++i)                                              \
                     acc[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, acc[i]);               \
             }                                                                             \
-            if (first)                                                                    \
-                for (i = 0; i < (ROWS); ++i) total[i] = acc[i];                           \
-            else                                                                          \
-                for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);            \
-            first = 0;                                                                    \
+            FOLD_BLOCK(ROWS, ADD)                                                         \
         }                                                                                 \
     }
+
+/* A block's sums acc[] into the totals: they become the totals after the first
+ * block (unless c's rows started them), are added to them after each later one. */
+#define FOLD_BLOCK(ROWS, ADD)                                                             \
+    if (first)                                                                            \
+        for (i = 0; i < (ROWS); ++i) total[i] = acc[i];                                   \
+    else                                                                                  \
+        for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);                    \
+    first = 0;
 
 /* Start from c's rows when accumulating. */
 #define START_FROM_C(ROWS, LOAD, SETZERO, SIBLING)                                        \
@@ -185,12 +190,9 @@ GEMMS(YD, gemm_yd_r, 0)
         enum { LANES = sizeof(V) / sizeof(T) };                                           \
         V total[P], acc[P];                                                               \
         ptrdiff_t at[P], k = 0, end;                                                      \
-        int i, first = !accumulate;                                                       \
+        int i, first = 1;                                                                 \
         for (i = 0; i < (P); ++i) at[i] = positions[i];                                   \
-        if (accumulate) {                                                                 \
-            for (i = 0; i < (P); ++i) total[i] = LOAD(c + i * ldc);                       \
-            first = 0;                                                                    \
-        }                                                                                 \
+        START_FROM_C(P, LOAD, SETZERO, 0)                                                 \
         while (k < depth) {                                                               \
             end = k + block < depth ? k + block : depth;                                  \
             for (i = 0; i < (P); ++i) acc[i] = SETZERO();                                 \
@@ -199,14 +201,9 @@ GEMMS(YD, gemm_yd_r, 0)
                 V weights = LOAD(a);                                                      \
                 for (i = 0; i < (P); ++i) acc[i] = FMA(weights, SET1(row[at[i]]), acc[i]); \
             }                                                                             \
-            if (first)                                                                    \
-                for (i = 0; i < (P); ++i) total[i] = acc[i];                              \
-            else                                                                          \
-                for (i = 0; i < (P); ++i) total[i] = ADD(total[i], acc[i]);               \
-            first = 0;                                                                    \
+            FOLD_BLOCK(P, ADD)                                                            \
         }                                                                                 \
-        if (depth < 1)                                                                    \
-            for (i = 0; i < (P); ++i) total[i] = accumulate ? LOAD(c + i * ldc) : SETZERO(); \
+        DEPTHLESS(P, LOAD, SETZERO, 0)                                                    \
         for (i = 0; i < (P); ++i) STORE(c + i * ldc, total[i]);                           \
     }
 #define GEMMS_T(FLAVOUR, P)                                                               \
@@ -311,7 +308,7 @@ CONVT_AVX512_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 1
 CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8, 1)
 
 const convt_kernels_f32 convt_avx512_f32 = {
-    "avx512", MR, 16, AVX512_FLAGS,
+    "avx512", MR, 16, AVX512_FLAGS | CONVT_SET_TRANSPOSED,
     GEMM_TABLE(gemm_zf_r), GEMM_TABLE(gemm_pack_zf_r), GEMM_TABLE(gemm_yf_r),
     {PAIR_TABLE(pair_zf_r), PAIR_TABLE(pair_yf_r)},
     {{PAIR_TABLE(store_f16_z_r), PAIR_TABLE(store_f16_y_r)},
@@ -325,7 +322,7 @@ const convt_kernels_f32 convt_avx512_f32 = {
     convt_avx2_interleave_stream_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
-    "avx512", MR, 8, AVX512_FLAGS,
+    "avx512", MR, 8, AVX512_FLAGS | CONVT_SET_TRANSPOSED,
     GEMM_TABLE(gemm_zd_r), GEMM_TABLE(gemm_pack_zd_r), GEMM_TABLE(gemm_yd_r),
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,

@@ -101,7 +101,7 @@ AVX512 static inline __m128i float_to_bf16_y(__m256 value)
  * pair stores that both sets share (row, channel, store and conversion kernels). */
 #define AVX512_FLAGS (CONVT_SET_PACK | CONVT_SET_HALF | CONVT_SET_PAIRS |                  \
                       CONVT_SET_MASKED_STORES | CONVT_SET_FUSED | CONVT_SET_PACK_PAIRS |      \
-                      CONVT_SET_STREAM_STORES | CONVT_SET_TRANSPOSED)
+                      CONVT_SET_STREAM_STORES)
 #define AVX512_NO_STORES {{0}, {0}}
 #define AVX512_SHARED_F32                                                                 \
     convt_avx512_row_f32, convt_avx512_channels_f32, convt_avx2_interleave_f32,           \

@@ -182,7 +182,7 @@ CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 
 
 
 const convt_kernels_f32 convt_avx512_wide_f32 = {
-    "avx512_wide", MR, 32, AVX512_FLAGS & ~CONVT_SET_TRANSPOSED,
+    "avx512_wide", MR, 32, AVX512_FLAGS,
     GEMM_TABLE(gemm_f32_r), GEMM_TABLE(gemm_pack_f32_r), GEMM_TABLE(half_f32_r),
     {PAIR_TABLE(pair_f32_r), PAIR_TABLE(pair_half_f32_r)},
     {{PAIR_TABLE(store_f16_r), PAIR_TABLE(store_half_f16_r)},
@@ -195,7 +195,7 @@ const convt_kernels_f32 convt_avx512_wide_f32 = {
     convt_avx2_interleave_stream_f32};
 
 const convt_kernels_f64 convt_avx512_wide_f64 = {
-    "avx512_wide", MR, 16, AVX512_FLAGS & ~CONVT_SET_TRANSPOSED,
+    "avx512_wide", MR, 16, AVX512_FLAGS,
     GEMM_TABLE(gemm_f64_r), GEMM_TABLE(gemm_pack_f64_r), GEMM_TABLE(half_f64_r),
     {PAIR_TABLE(pair_f64_r), PAIR_TABLE(pair_half_f64_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
