@@ -778,6 +778,7 @@ class Blocking:
     sum_blocks: tuple[int, int, int, int]  # (shallow, deep, split depth, few channels)
     transposed: bool = False     # product-path stacks may run gemm_t (see TRANSPOSED_PRODUCTS)
     packs_b: bool = True         # the kernels copy B panels (gemm_pack, pack_pair) for reuse
+    half_panels: bool = False    # a last panel of <= NR / 2 positions runs the half kernels
     cores: int = 1               # the machine's (os.cpu_count): work items are cut for them
 
     def sum_block(self, depth, first_sums, chunk_depth=None):
@@ -1033,6 +1034,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
                     and (name not in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY
                          or weights_may_stream(problem, accumulation))),
         packs_b=packs and kernels.has(SET_PACK),
+        half_panels=kernels.has(SET_HALF) and not blas,
     )
     if pairs:
         reasons.append("exact stacks: the set has pair kernels"

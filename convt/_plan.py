@@ -379,6 +379,15 @@ CONV_IN_PLACE_MIN_POSITIONS = 256
 # Idle share of the cores (see _balanced_items) above which a single stack's
 # items are re-cut: 17 items on 2 cores leave 5.9% idle, 33 items 3.0%.
 BALANCE_TOLERANCE = 0.03
+# _cheapest_height's cost model, in multiply-adds: one element copied into a
+# tile buffer, and one packed weight read again by another tile; and the share
+# by which another height must beat the planned one.  On 1 Zen 4 core, a 3x3 s2
+# Conv (128 -> 256 on 56x56) spent 8% of its time filling 1.04M buffer
+# elements and 83% in kernels over 248M multiply-adds: 24 multiply-adds per
+# element; packed weights stream in from L3 at a few a cycle, behind the FMAs.
+HEIGHT_FILL_COST = 20
+HEIGHT_WEIGHT_COST = 6
+HEIGHT_MIN_GAIN = 0.01
 
 
 def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
@@ -593,14 +602,27 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, bl
 
 @dataclass(frozen=True)
 class _TileContext:
-    """What resizing a stack's tile needs: its grid, taps and K chunk, and how many
-    times its items repeat (images x groups)."""
+    """What resizing a stack's tile needs: its grid, taps, K chunk and input
+    channels per group, how many times its items repeat (images x groups), and what _shared_gaps reads (the
+    stack's last axis group, the input's last extent, its decimation)."""
 
     extents: list
     reach: object
     chunk: int
     taps: int
+    cg: int
     repeats: int
+    last_group: object
+    in_size: int
+    decimation: int
+
+    def reshaped(self, tile, rows, blocking):
+        """``tile`` with ``rows`` rows, its row gaps shared again (_shared_gaps)."""
+        candidate = _resized(tile, rows, tile.cols, self.reach, self.chunk, self.taps, blocking)
+        if tile.gather:
+            return candidate
+        return _shared_gaps(candidate, self.last_group, self.reach.spans[-1], self.in_size,
+                            self.decimation, self.chunk)
 
 
 def _even_groups(blocks, groups):
@@ -649,8 +671,7 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     # heights as row tiles of equal rows make them, each once, the nearest first
     heights = {_equal_rows(grid_rows, rows) for rows in range(lowest, highest + 1)}
     for rows in sorted(heights - {tile.rows}, key=lambda r: (abs(r - tile.rows), -r)):
-        candidate = _resized(tile, rows, tile.cols, context.reach, context.chunk,
-                             context.taps, blocking)
+        candidate = context.reshaped(tile, rows, blocking)
         if candidate.operand <= max(budget, tile.operand):
             tiles = _tile_grid(extents, candidate)[2]
             options.append((candidate, row_groups_of(candidate, tiles)))
@@ -664,6 +685,68 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
             return candidate, groups
         if share < least:
             best, least = (candidate, groups), share
+    return best
+
+
+def _computed_columns(used, blocking):
+    """Product columns the kernels compute for ``used`` columns: whole panels, the
+    last one half wide where the set has half kernels and it holds at most NR / 2."""
+    panel = blocking.nr
+    full, rest = divmod(used, panel)
+    if rest and blocking.half_panels and 2 * rest <= panel:
+        return full * panel + panel // 2
+    return (full + (rest > 0)) * panel
+
+
+def _height_cost(tile, groups, context, rows, blocks, blocking):
+    """Estimated time of a stack's items with tiles of ``tile``'s height and
+    ``groups`` row groups, in multiply-adds: the kernels' work over the columns
+    they compute (each tile's last panel rounded up, and every row's halo
+    columns), plus HEIGHT_FILL_COST per element filled into tile buffers (once
+    per tile and row group) and HEIGHT_WEIGHT_COST per weight read again by
+    another tile, scaled by the share of the cores left idle."""
+    extents = context.extents
+    full, rest = divmod(extents[-2], tile.rows)
+    lead = math.prod(extents[:-2])
+
+    def computed(tile_rows):
+        return _computed_columns((tile_rows - 1) * tile.row_stride + tile.cols, blocking)
+
+    columns = lead * (full * computed(tile.rows) + (computed(rest) if rest else 0))
+    tiles = lead * (full + (rest > 0))
+    groups = _even_groups(blocks, groups)
+    depth = context.cg * context.taps
+    work = (columns * rows * depth
+            + HEIGHT_FILL_COST * tiles * groups * context.cg * tile.buffer_channel
+            + HEIGHT_WEIGHT_COST * tiles * rows * depth)
+    return work * (1 + _idle_share(context.repeats * tiles * groups, blocking.cores))
+
+
+def _cheapest_height(tile, context, row_groups_of, rows, blocks, blocking):
+    """The tile height, between half and twice ``tile``'s (or MIN_SPLIT_ROWS) within
+    the operand budget, of least _height_cost.  A window tile's product rows are
+    runs of its row stride, so the height sets how much of the last panel is
+    waste (a 3x3 s2 Conv on a 28x28 output, row stride 29: four rows use 115 of
+    120 computed columns, five rows 144 of 144), and with the row groups it
+    sets how often the input is copied."""
+    grid_rows = context.extents[-2]
+    budget = max(blocking.operand_bytes // blocking.itemsize, tile.operand)
+    lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
+    highest = min(grid_rows, 2 * tile.rows)
+    tiles = _tile_grid(context.extents, tile)[2]
+    least = _height_cost(tile, row_groups_of(tile, tiles), context, rows, blocks, blocking)
+    best, bar = tile, least * (1 - HEIGHT_MIN_GAIN)
+    for height in sorted({_equal_rows(grid_rows, r) for r in range(lowest, highest + 1)}):
+        if height == tile.rows:
+            continue
+        candidate = context.reshaped(tile, height, blocking)
+        if candidate.operand > budget:
+            continue
+        tiles = _tile_grid(context.extents, candidate)[2]
+        cost = _height_cost(candidate, row_groups_of(candidate, tiles), context, rows, blocks,
+                            blocking)
+        if cost < bar:
+            best, bar = candidate, cost
     return best
 
 
@@ -857,11 +940,18 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             groups = max(min(-(-min_items // tiles), blocks // 8), product_groups)
             return max(1, min(blocks, groups)) if row_block else 1
 
+        context = _TileContext(extents, reach, chunk, taps, cg, batch * groups, stack[-1],
+                               geometry.input_shape[-1],
+                               1 if transpose else geometry.strides[-1])
+        if (len(stacks) == 1 and index not in forced_rows and row_block and not exact
+                and not transposed and not identity and not tile.gather and col_tiles == 1
+                and ndim >= 2):
+            tile = _cheapest_height(tile, context, row_groups_of, rows, blocks, blocking)
+            row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         row_groups = row_groups_of(tile, tiles)
         if len(stacks) == 1 and index not in forced_rows:
-            tile, row_groups = _balanced_items(
-                tile, row_groups, _TileContext(extents, reach, chunk, taps, batch * groups),
-                row_groups_of, blocks, exact or not row_block, blocking)
+            tile, row_groups = _balanced_items(tile, row_groups, context, row_groups_of, blocks,
+                                               exact or not row_block, blocking)
             row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
         if index in partner_of:
             # the partner's item runs this stack too: the same split of rows

@@ -524,6 +524,69 @@ def test_full_row_tiles_share_the_zero_columns_of_consecutive_rows(x_shape, w_sh
             assert_conv_matches_reference(y, x.astype(dtype), w.astype(dtype), **params)
 
 
+def test_tile_heights_waste_little_of_the_last_panel(monkeypatch):
+    """A window tile's product rows are runs of its row stride, and the kernels
+    compute whole panels (or a half one): the planner picks the tile height whose
+    computed columns, input copies and weight rereads cost least.  3x3 s2 over
+    56x56 (28 x 28 outputs, row stride 29) on 16-position panels and 2 cores:
+    4-row tiles use 115 of the 120 columns they compute (7 panels and a half),
+    5-row tiles 144 of 144."""
+    from dataclasses import replace
+
+    import convt
+    layer = convt.Conv(strides=(2, 2), pads=(1, 1, 1, 1))
+    x_shape, w_shape = (1, 128, 56, 56), (256, 128, 3, 3)
+    report = explain(layer, x_shape, w_shape, np.float32)
+    problem = report.problem
+    blocking = replace(_dispatch.decide(problem, engine="gemm", kernel_set="portable").blocking,
+                       mr=12, nr=16, half_panels=True, cores=2, min_work_items=8,
+                       min_split_rows=4, operand_bytes=384 * 1024)
+    assert _plan._computed_columns(115, blocking) == 120
+    assert _plan._computed_columns(144, blocking) == 144
+    assert _plan._computed_columns(100, replace(blocking, half_panels=False)) == 112
+
+    def stack_of(**changes):
+        _plan.gemm_plan.cache_clear()  # plans are cached, not keyed on _plan's constants
+        plan = _plan.gemm_plan(problem.geometry, 1, 128, 256, 1, replace(blocking, **changes),
+                               transpose=False)
+        return plan.stacks[0]
+
+    chosen = stack_of()
+    assert chosen["row_stride"] == 29
+    assert chosen["tile_rows"] == 5 and chosen["columns"] == 144
+    # without the cost model: the MIN_SPLIT_ROWS cut, 4 rows in 120 columns
+    monkeypatch.setattr(_plan, "HEIGHT_MIN_GAIN", 1.0)
+    unchosen = stack_of()
+    assert unchosen["tile_rows"] == 4 and unchosen["columns"] == 128  # 115 used: 7.5 panels
+    _plan.gemm_plan.cache_clear()
+
+
+@pytest.mark.parametrize("x_shape, w_shape, params", [
+    ((1, 16, 28, 28), (32, 16, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    ((1, 8, 17, 56), (16, 8, 3, 3), dict(pads=(1, 1, 1, 1))),  # shared zero columns
+    ((2, 8, 23, 9), (24, 8, 5, 5), dict(pads=(2, 2, 2, 2), dilations=(1, 2))),
+])
+def test_cost_chosen_tile_heights_compute_the_reference(monkeypatch, x_shape, w_shape, params):
+    """Tiles of every height the cost model may pick, with their rows' shared zero
+    columns, give the reference's result on every kernel set."""
+    from _conv_helpers import assert_conv_matches_reference, run_conv_engine
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    try:
+        for fill_cost in (0, 20, 10**6):  # heights of least waste; of fewest copies
+            monkeypatch.setattr(_plan, "HEIGHT_FILL_COST", fill_cost)
+            monkeypatch.setattr(_plan, "HEIGHT_MIN_GAIN", -1.0)  # any other height wins
+            _plan.gemm_plan.cache_clear()
+            _engine._execution.cache_clear()
+            for kernel_set in _dispatch.available_kernel_sets():
+                y = run_conv_engine(f"gemm-{kernel_set}", x, w, **params)
+                assert_conv_matches_reference(y, x, w, **params)
+    finally:
+        _plan.gemm_plan.cache_clear()
+        _engine._execution.cache_clear()
+
+
 def test_tuning_follows_every_change_of_a_constant(monkeypatch):
     """tuning() keeps its tuple between calls; setting or deleting a module attribute
     (as tests and tune.py do) must drop it, or cached plans would outlive the change."""
