@@ -159,6 +159,12 @@ cdef inline Py_ssize_t direct_panels(const Gemm* g, Py_ssize_t used, Py_ssize_t 
     return full
 
 
+# Chunks of B (depth x used columns) up to this size run row block by row block
+# (see multiply_tile): half the smallest L1 data cache of the CPUs convt serves.
+cdef enum:
+    BLOCKS_FIRST_MAX_BYTES = 16384
+
+
 cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call,
                         const acc_t* weights, const acc_t* operand, bint in_place, TileSpan tile,
                         acc_t* product, acc_t* panel_buffer, acc_t* y_rows,
@@ -206,6 +212,22 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
             micro_kernel(g, VARIANT_HALF if half else VARIANT_PLAIN, width, current,
                          weights + row * depth + call.k_begin * width, operand + p * panel,
                          c_rows + (row - tile.first_row) * current.ldc, NULL)
+        return
+    if not pack and call.depth * used * <Py_ssize_t>sizeof(acc_t) <= BLOCKS_FIRST_MAX_BYTES:
+        # a shallow chunk whose B rows all stay in L1: block by block, so that each
+        # block's rows of the product (or of y) are written as whole runs, not a
+        # panel-wide piece of every row of the tile in turn (wav2vec's 1 -> 512
+        # k10 s5: 512 rows 12.8 KiB apart, each piece a new line to fetch)
+        for block in range(tile.first_block, tile.end_block):
+            row = block_start(g, stack, block)
+            width = block_start(g, stack, block + 1) - row
+            for p in range(panels):
+                current = <const Panel*>&y_call if p < direct else call
+                c_rows = y_rows + p * panel if p < direct else product + p * panel
+                half = panel_width(g, used, p, panel) < panel
+                micro_kernel(g, VARIANT_HALF if half else VARIANT_PLAIN, width, current,
+                             weights + row * depth + call.k_begin * width, operand + p * panel,
+                             c_rows + (row - tile.first_row) * current.ldc, NULL)
         return
     for p in range(panels):
         b = operand + p * panel
