@@ -57,6 +57,17 @@ STENCIL_MAX_OUTPUTS = 4
 # give: on 2 Zen 4 cores AVX2 was 5-6% faster at depths 4-32 (depthwise, 3-D
 # with 4 channels), AVX-512 0-15% faster from 64 up.
 AVX512_MIN_DEPTH = 64
+# ...unless each group has at least this many output channels: then the 12-row
+# blocks are full, and with a short reduction a kernel call is mostly its
+# stores, of which 16-wide vectors need half as many.  On 1 / 2 Zen 4 threads
+# (in one process, alternating, caches warm) against AVX2: wav2vec's 1 -> 512
+# k10 s5 1.62x / 1.78x (AVX2 ran gemm_t), 2 and 4 channels 1.21-1.61x, 1x1 16
+# -> 96 1.32x / 1.38x, 24 -> 144 1.09x / 1.17x, 32 -> 192 1.14x / 1.04x, 3 -> 64
+# 3x3 within 4%; fewer rows lost: 4 x 4 ConvTranspose 0.85x / 0.91x, a k2s2 3-D
+# one over 4 outputs 0.87x / 0.91x, a 3-D 2 -> 16 Conv 0.95x / 0.96x.  (With the
+# caches flushed between calls, the 1 -> 512 layer ran gemm_t on AVX2 1.2x
+# faster: its y, 6.5 MiB, is then written from memory either way.)
+AVX512_SHALLOW_MIN_OUTPUTS = 64
 # avx512_wide (8 rows x 32 floats) issues 10 loads per 16 FMAs, avx512 (12 x
 # 16) 13 per 12.  Where 512-bit FMAs are native and loads the limit (2 Intel
 # SPR-class cores, 1 and 2 threads, interleaved) the wide set ran plain GEMM
@@ -926,8 +937,10 @@ def _choose_kernel_set(problem, engine, forced, environ):
         from ._plan import max_stack_taps
 
         depth = problem.cg * max_stack_taps(problem.geometry, problem.transpose)
-        if depth < AVX512_MIN_DEPTH:
-            return "avx2", f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH}"
+        if depth < AVX512_MIN_DEPTH and problem.mg < AVX512_SHALLOW_MIN_OUTPUTS:
+            return "avx2", (f"reduction depth {depth} < AVX512_MIN_DEPTH={AVX512_MIN_DEPTH} "
+                            f"over {problem.mg} output channels per group < "
+                            f"AVX512_SHALLOW_MIN_OUTPUTS={AVX512_SHALLOW_MIN_OUTPUTS}")
     if best == "avx512" and "avx512_wide" in available_kernel_sets():
         if not native_512_fma():
             return best, (f"the best family this CPU runs (512-bit FMAs measured at "
@@ -1164,7 +1177,8 @@ def tuning():
 
 
 def _tuning():
-    return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
+    return (DIRECT_MAX_WORK, DIRECT_MIN_ROW, AVX512_MIN_DEPTH, AVX512_SHALLOW_MIN_OUTPUTS,
+            WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR, TRANSPOSED_PRODUCTS,
             TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY,

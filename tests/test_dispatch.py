@@ -203,8 +203,14 @@ def test_the_wide_avx512_set_serves_large_layers_with_long_rows(monkeypatch):
     assert chosen((1, 256, 64, 64), (256, 128, 4, 4), **k4s2) == "avx512_wide"   # 2.1 G
     # a 1-D k4s2 layer has no exact stacks: the plain rule
     assert chosen((4, 128, 2048), (128, 64, 4), strides=(2,), pads=(1, 1)) == "avx512_wide"
-    # shallow reductions keep AVX2, an explicit request wins
+    # shallow reductions keep AVX2 over few output channels, an explicit request wins
     assert chosen((1, 4, 256, 256), (4, 4, 4, 4), **k4s2) == "avx2"
+    assert chosen((1, 2, 64, 64, 64), (2, 16, 3, 3, 3), pads=(1,) * 6) == "avx2"  # depth 54
+    # ...and leave it over AVX512_SHALLOW_MIN_OUTPUTS: a vocoder's 1 -> 512, k10 s5
+    # (2 taps per phase, depth 2), a 1x1 over 16 channels into 96
+    assert chosen((1, 1, 3200), (1, 512, 10), strides=(5,)) == "avx512"
+    assert chosen((1, 16, 14, 14), (16, 96, 1, 1)) == "avx512"
+    assert chosen((1, 16, 14, 14), (16, 48, 1, 1)) == "avx2"
     assert _dispatch._choose_kernel_set(_problem((1, 64, 56, 56), (64, 64, 3, 3)), "gemm", None,
                                         {_dispatch.KERNEL_SET_VARIABLE: "avx512"})[0] == "avx512"
 
