@@ -482,7 +482,10 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
     if plan.needs_fill:
         fill_with_bias(arrays.y, arrays.b)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
-    scratch = np.empty((threads, len(run.axes)), dtype=np.intp)
+    # per thread: the leading grid coordinates of its tile, then the image and group whose
+    # window its tile buffer holds (image-window stacks; none yet)
+    scratch = np.empty((threads, len(run.axes) + 1), dtype=np.intp)
+    scratch[:, -1] = -1
     if decision.kernel_set == "blas":
         # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
         from ._blas import controller
@@ -609,6 +612,9 @@ class Explanation:
                 if stack["transposed"]:
                     kind = ", ".join(filter(None, (kind, "transposed: weight rows as vectors,"
                                                          " positions broadcast (gemm_t)")))
+                if stack["image_window"]:
+                    kind = ", ".join(filter(None, (kind, "each thread copies x once into a "
+                                                         "window its tiles read")))
                 lines.append(
                     f"  stack {index}: {stack['phases']} phase(s) x {stack['taps']} tap(s), "
                     f"{stack['rows']} rows, depth {problem.cg * stack['taps']} in chunks of "

@@ -490,6 +490,25 @@ cdef void finish_rows_in_y(const Gemm* g, const GemmStack* stack, const WorkItem
                       product + (row - tile.first_row) * stack.columns + start, used - start, bias)
 
 
+cdef inline acc_t* image_window_operand(const Gemm* g, const GemmStack* stack,
+                                        const StackAxis* axes, const WorkItem* item,
+                                        Py_ssize_t c_begin, TileSpan tile, Py_ssize_t* lead,
+                                        acc_t* buffer) noexcept nogil:
+    """An image-window stack's operand for a tile and K chunk: the tile's first row
+    in the thread's tile buffer, which holds the whole image's window (filled
+    here at the thread's first tile of each image and group: lead[ndim] names the
+    image and group it holds, -1 for none), channel c_begin."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t held = item.image * g.problem.groups + item.group
+    cdef Py_ssize_t start = c_begin * stack.buffer_channel + tile.x - axes[last].first
+    if lead[g.problem.ndim] != held:
+        fill_image_window(g, stack, axes, item.image, item.group, buffer)
+        lead[g.problem.ndim] = held
+    if last >= 1:
+        start = start + (tile.y - axes[last - 1].first) * stack.row_stride
+    return buffer + start
+
+
 cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
                          const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
                          acc_t* operand, acc_t* product, acc_t* transposed,
@@ -532,7 +551,11 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                               y_rows, y_ldc)
             else:
                 call.offsets = g.buffer_offsets + stack.offset_start
-                if stack.gather:
+                source = operand
+                if stack.image_window:  # never exact
+                    source = image_window_operand(g, stack, axes, item, c_begin, tile, lead,
+                                                  operand)
+                elif stack.gather:
                     gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
                 else:
                     fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
@@ -540,10 +563,10 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                     multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
                                    panel_buffer)
                 elif stack.transposed:
-                    multiply_tile_transposed(g, stack, item, &call, weights, operand, tile,
+                    multiply_tile_transposed(g, stack, item, &call, weights, source, tile,
                                              transposed, panel_buffer)
                 else:
-                    multiply_tile(g, stack, &call, weights, operand, False, tile, product,
+                    multiply_tile(g, stack, &call, weights, source, False, tile, product,
                                   panel_buffer, y_rows, y_ldc)
         else:
             source = operand
@@ -575,7 +598,10 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
 
 cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
                     Py_ssize_t* lead, int slot) noexcept nogil:
-    """One tile of one stack (and of its residue partner) for one image and group."""
+    """One tile of one stack (and of its residue partner) for one image and group.
+    ``lead``: the thread's scratch, ndim + 1 entries: the tile's leading grid
+    coordinates, and last the image and group whose window an image-window
+    stack's tile buffer holds (image x groups + group; -1: none yet)."""
     cdef const WorkItem* item = g.items + index
     cdef const GemmStack* stack = g.stacks + item.stack
     cdef const StackAxis* axes = g.stack_axes + item.stack * g.problem.ndim
@@ -627,7 +653,7 @@ cdef struct GemmJob:
     const Gemm* g
     const void* packed
     void* workspace                    # (threads, layout.per_thread) accumulation elements
-    Py_ssize_t* scratch                # (threads, ndim)
+    Py_ssize_t* scratch                # (threads, ndim + 1): see gemm_item's lead
 
 
 cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
@@ -636,7 +662,7 @@ cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
     if not stopped(job.g.signals, slot):
         gemm_item(job.g, <const acc_t*>job.packed, index,
                   <acc_t*>job.workspace + slot * job.g.layout.per_thread,
-                  job.scratch + slot * job.g.problem.ndim, slot)
+                  job.scratch + slot * (job.g.problem.ndim + 1), slot)
         if job.g.layout.stream_output:
             convt_store_fence()  # the item's streamed rows, before the pool counts it done
 

@@ -278,7 +278,7 @@ cdef extern from "records.h" nogil:
         Py_ssize_t identity, blocks, block_start, panel, tile_rows, tile_cols, row_tiles
         Py_ssize_t col_tiles, row_stride, buffer_rows, buffer_planes, buffer_channel
         Py_ssize_t offset_start, gather, residue_start, row_groups, group_blocks, siblings
-        Py_ssize_t interleave, exact, store_direct, partner, transposed
+        Py_ssize_t interleave, exact, store_direct, partner, transposed, image_window
     ctypedef struct StackAxis "convt_stack_axis":
         Py_ssize_t first, extent, span
     ctypedef struct PhaseAxis "convt_phase_axis":

@@ -388,6 +388,18 @@ BALANCE_TOLERANCE = 0.03
 HEIGHT_FILL_COST = 20
 HEIGHT_WEIGHT_COST = 6
 HEIGHT_MIN_GAIN = 0.01
+# A single 1-D or 2-D stack whose tiles would copy the input at least
+# IMAGE_WINDOW_MIN_COPIES times as often as copying it once per core (row
+# groups and halo rows copy it again) makes each thread's tile buffer the window
+# of the whole image instead, filled once per image and group by each thread
+# that runs one of its tiles (see _image_window_of): up to
+# IMAGE_WINDOW_MAX_BYTES, for calls of at least IMAGE_WINDOW_MIN_WORK
+# multiply-adds.  A window that all threads share would be written by one core
+# and read by the other, its lines moving between them on every call: on 2 Zen
+# 4 threads that lost 2% where one thread gained 5% (3x3 s2 Conv).
+IMAGE_WINDOW_MIN_COPIES = 1.5
+IMAGE_WINDOW_MAX_BYTES = 4 << 20
+IMAGE_WINDOW_MIN_WORK = 1 << 22
 
 
 def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
@@ -750,6 +762,36 @@ def _cheapest_height(tile, context, row_groups_of, rows, blocks, blocking):
     return best
 
 
+def _spread_stride(elements, itemsize, line=64):
+    """``elements`` rounded up to whole cache lines, an odd number of them: the kernels
+    read a B row of every channel in turn, and channels a multiple of many lines apart
+    share a few cache sets (a 1-D row of 4102 floats: every channel in one L1 set)."""
+    lines = -(-elements * itemsize // line)
+    return (lines | 1) * line // itemsize
+
+
+def _image_window_of(tile, extents, reach, cg, copies, work, blocking):
+    """The image window of a stack (see IMAGE_WINDOW_MIN_COPIES), or None: ``tile``'s
+    buffer layout stretched over the whole grid, whose channel holds every grid row
+    (2-D; tiles span whole rows) or the whole row (1-D), a channel's planes padded
+    to a stride that spreads the channels over the cache sets.  ``copies``:
+    elements the stack's tiles would copy per image and group."""
+    if len(extents) == 2:
+        rows = extents[-2] + reach.spans[-2]
+        row_stride = tile.row_stride
+    else:
+        rows = 1
+        row_stride = _round_up(extents[-1], tile.cols) - tile.cols + tile.row_stride
+    channel = _spread_stride(tile.buffer_planes * rows * row_stride, blocking.itemsize)
+    elements = cg * channel + tile.panel  # the last panel may read a panel past the data
+    if (work < IMAGE_WINDOW_MIN_WORK
+            or copies < IMAGE_WINDOW_MIN_COPIES * blocking.cores * cg * channel
+            or elements * blocking.itemsize > IMAGE_WINDOW_MAX_BYTES):
+        return None
+    return replace(tile, row_stride=row_stride, buffer_rows=rows, buffer_channel=channel,
+                   operand=elements)
+
+
 def _exact_pairs(stack, stride, tile, col_tiles, mg, depth, blocking):
     """Whether a stack runs exact: per-row panels of each pair of last-axis phases.
 
@@ -959,6 +1001,14 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         row_groups = _even_groups(blocks, row_groups)
         group_blocks = -(-blocks // row_groups)
         item_count = 0 if index in partner_of else tiles * row_groups
+        window = None
+        if (len(stacks) == 1 and row_block and not exact and not identity and not tile.gather
+                and ndim <= 2 and (ndim == 1 or col_tiles == 1)):
+            window = _image_window_of(tile, extents, reach, cg,
+                                      tiles * row_groups * cg * tile.buffer_channel,
+                                      batch * groups * rows * cg * taps * math.prod(extents),
+                                      blocking)
+        buffer = window or tile  # the layout of the tile buffer (the kernels' B offsets)
         stack_rows.append(dict(
             taps=taps, phases=phase_count, rows=rows, items=item_count, columns=tile.columns,
             chunk=chunk, sum_block=blocking.sum_block(cg * taps, cg if transpose else cg * taps,
@@ -968,8 +1018,8 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             kernel_start=kernel_rows, table_start=tables, identity=int(identity),
             blocks=blocks, block_start=len(block_rows), panel=tile.panel,
             tile_rows=tile.rows, tile_cols=tile.cols, row_tiles=row_tiles,
-            col_tiles=col_tiles, row_stride=tile.row_stride, buffer_rows=tile.buffer_rows,
-            buffer_planes=tile.buffer_planes, buffer_channel=tile.buffer_channel,
+            col_tiles=col_tiles, row_stride=buffer.row_stride, buffer_rows=buffer.buffer_rows,
+            buffer_planes=tile.buffer_planes, buffer_channel=buffer.buffer_channel,
             offset_start=len(buffer_rows), gather=int(tile.gather),
             residue_start=len(residue_rows) // ndim, row_groups=row_groups,
             group_blocks=group_blocks,
@@ -977,6 +1027,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
             interleave=int(1 < out_strides[-1] == len(stack[-1].phases) <= 16),
             exact=int(exact), store_direct=int(store_direct),
             partner=partner.get(index, -1), transposed=int(transposed),
+            image_window=int(window is not None),
         ))
         block_rows.extend(starts)
         axes_rows.extend((group.first, group.extent, span)
@@ -988,7 +1039,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         for residues in itertools.product(*(group.residue_values for group in stack)):
             residue_rows.extend(residues)
         if panel:
-            buffer_rows.extend(_buffer_offsets(stack, reach, tile, chunk))
+            buffer_rows.extend(_buffer_offsets(stack, reach, buffer, chunk))
         for phase_choice in itertools.product(*(range(len(group.phases)) for group in stack)):
             phase_rows.extend(
                 (group.phases[p].residue, group.shifts[p], group.phases[p].count)
@@ -1002,7 +1053,7 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         kernel_rows += phase_count * taps
         tables += rows * taps
         packed += rows * cg * taps * groups
-        operand = max(operand, tile.operand)
+        operand = max(operand, buffer.operand)
         # a group's rows: group_blocks blocks of at most `block` rows each; a
         # pair's item holds both products, one after the other
         group_rows = min(rows, group_blocks * block)

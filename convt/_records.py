@@ -64,6 +64,8 @@ GEMM_STACK = _record(
     "store_direct",    # 1: exact, and its pair kernels store straight into y
     "partner",         # stack of the other stride-2 residue run by the same items, or -1
     "transposed",      # 1: the product is computed transposed by gemm_t (blocks of NR or NR / 2 rows)
+    "image_window",    # 1: the thread's tile buffer holds the whole image's window (buffer_* and
+                       #    row_stride are its), filled once per image and group
 )
 
 # Per stack and axis: first grid position, grid extent, span of the taps.

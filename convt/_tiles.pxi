@@ -298,6 +298,15 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     others (one plane: per channel too, within fill_planes, without the
     planes' setup per channel).
     """
+    fill_channels(g, stack, axes, x_image, c_begin, c_end, lead, tile, buffer)
+    # the last panel of the last channel may read up to one panel past the data
+    memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+
+
+cdef void fill_channels(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                        const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
+                        const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
+    """fill_buffer's planes of channels [c_begin, c_end), written nowhere else."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t channel
     cdef bint channels_last = (g.ops.x_strides[1] == 1 and g.ops.x_strides[2 + last] != 1
@@ -308,8 +317,31 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
         for channel in range(c_begin, c_end):
             fill_planes(g, stack, axes, x_image, channel, channel + 1, False, lead, tile,
                         buffer + (channel - c_begin) * stack.buffer_channel)
-    # the last panel of the last channel may read up to one panel past the data
-    memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+
+
+cdef void fill_image_window(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                            Py_ssize_t image, Py_ssize_t group, acc_t* buffer) noexcept nogil:
+    """The window of one image and group, for an image-window stack (its buffer
+    fields describe it: every grid row, whole rows, each channel padded with zeros
+    to a stride that spreads the channels over the cache sets), and after the last
+    channel the panel of zeros the last tile's kernels may read."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t cg = g.problem.cg
+    cdef Py_ssize_t lead[1]
+    cdef Py_ssize_t filled = stack.buffer_planes * stack.buffer_rows * stack.row_stride
+    cdef Py_ssize_t channel
+    cdef TileSpan whole
+    cdef const char* x_image = element(
+        g.ops.x, image * g.ops.x_strides[0] + group * cg * g.ops.x_strides[1], g.storage.type)
+    whole.x = axes[last].first
+    whole.cols = axes[last].extent
+    whole.y = axes[last - 1].first if last >= 1 else 0
+    whole.rows = axes[last - 1].extent if last >= 1 else 1
+    fill_channels(g, stack, axes, x_image, 0, cg, lead, whole, buffer)
+    for channel in range(cg):
+        zero_run(buffer + channel * stack.buffer_channel + filled,
+                 stack.buffer_channel - filled)
+    memset(buffer + cg * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
 
 cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,

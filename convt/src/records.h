@@ -20,7 +20,7 @@
     X(identity) X(blocks) X(block_start) X(panel) X(tile_rows) X(tile_cols) X(row_tiles)  \
     X(col_tiles) X(row_stride) X(buffer_rows) X(buffer_planes) X(buffer_channel)          \
     X(offset_start) X(gather) X(residue_start) X(row_groups) X(group_blocks) X(siblings)  \
-    X(interleave) X(exact) X(store_direct) X(partner) X(transposed)
+    X(interleave) X(exact) X(store_direct) X(partner) X(transposed) X(image_window)
 #define CONVT_STACK_AXIS(X) X(first) X(extent) X(span)
 #define CONVT_PHASE_AXIS(X) X(residue) X(shift) X(count)
 #define CONVT_WORK_ITEM(X) X(image) X(group) X(stack) X(tile)
