@@ -384,7 +384,9 @@ BALANCE_TOLERANCE = 0.03
 # by which another height must beat the planned one.  On 1 Zen 4 core, a 3x3 s2
 # Conv (128 -> 256 on 56x56) spent 8% of its time filling 1.04M buffer
 # elements and 83% in kernels over 248M multiply-adds: 24 multiply-adds per
-# element; packed weights stream in from L3 at a few a cycle, behind the FMAs.
+# element.  Weights reread from L3 cost less than their loads, hidden behind the
+# FMAs, but more than nothing: at 2 the model took 3-row tiles for that layer
+# (1.027x as fast as 4 rows), at 6 it takes 5 rows (1.041-1.048x).
 HEIGHT_FILL_COST = 20
 HEIGHT_WEIGHT_COST = 6
 HEIGHT_MIN_GAIN = 0.01
@@ -394,9 +396,11 @@ HEIGHT_MIN_GAIN = 0.01
 # of the whole image instead, filled once per image and group by each thread
 # that runs one of its tiles (see _image_window_of): up to
 # IMAGE_WINDOW_MAX_BYTES, for calls of at least IMAGE_WINDOW_MIN_WORK
-# multiply-adds.  A window that all threads share would be written by one core
-# and read by the other, its lines moving between them on every call: on 2 Zen
-# 4 threads that lost 2% where one thread gained 5% (3x3 s2 Conv).
+# multiply-adds.  On 1 / 2 Zen 4 threads: 256 -> 512 3x3 s2 on 28x28 (tiles copy
+# 2.1 times one copy per core) 1.05-1.09x / within +-3%; 128 -> 256 on 56x56 (1.24
+# times) 1.05x / 0.99x, so it keeps its tiles.  A window that all threads share
+# would be written by one core and read by the other, its lines moving between
+# them on every call: that lost 2% on 2 threads.
 IMAGE_WINDOW_MIN_COPIES = 1.5
 IMAGE_WINDOW_MAX_BYTES = 4 << 20
 IMAGE_WINDOW_MIN_WORK = 1 << 22
