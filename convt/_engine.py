@@ -483,9 +483,9 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
         fill_with_bias(arrays.y, arrays.b)
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
     # per thread: the leading grid coordinates of its tile, then the image and group whose
-    # window its tile buffer holds (image-window stacks; none yet)
-    scratch = np.empty((threads, len(run.axes) + 1), dtype=np.intp)
-    scratch[:, -1] = -1
+    # window its tile buffer holds (image-window stacks; none yet) and the rows filled
+    scratch = np.empty((threads, len(run.axes) + 3), dtype=np.intp)
+    scratch[:, -3:] = -1
     if decision.kernel_set == "blas":
         # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
         from ._blas import controller

@@ -495,17 +495,35 @@ cdef inline acc_t* image_window_operand(const Gemm* g, const GemmStack* stack,
                                         Py_ssize_t c_begin, TileSpan tile, Py_ssize_t* lead,
                                         acc_t* buffer) noexcept nogil:
     """An image-window stack's operand for a tile and K chunk: the tile's first row
-    in the thread's tile buffer, which holds the whole image's window (filled
-    here at the thread's first tile of each image and group: lead[ndim] names the
-    image and group it holds, -1 for none), channel c_begin."""
+    in the thread's tile buffer, which holds the window of the tile's image and
+    group, channel c_begin.
+
+    The rows a tile reads are filled when the thread first needs them, with the
+    row after them (a row's last columns may be the next row's first zeros, see
+    convt._plan._shared_gaps) and each plane's first row (the next plane's, for
+    the last row); lead[ndim:ndim + 3] hold the image and group held (-1: none)
+    and the rows [first, end) filled.  A thread's items come in increasing order,
+    so its tiles extend the rows it holds; any other order refills."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t held = item.image * g.problem.groups + item.group
     cdef Py_ssize_t start = c_begin * stack.buffer_channel + tile.x - axes[last].first
-    if lead[g.problem.ndim] != held:
-        fill_image_window(g, stack, axes, item.image, item.group, buffer)
-        lead[g.problem.ndim] = held
+    cdef Py_ssize_t first = 0
+    cdef Py_ssize_t end = stack.buffer_rows
+    cdef Py_ssize_t* state = lead + g.problem.ndim
     if last >= 1:
-        start = start + (tile.y - axes[last - 1].first) * stack.row_stride
+        first = tile.y - axes[last - 1].first
+        end = min(stack.buffer_rows, first + tile.rows + axes[last - 1].span + 1)
+        start = start + first * stack.row_stride
+    if state[0] != held or first < state[1] or first > state[2]:
+        if first > 0:  # each plane's first row, the padding and the zeros after the data
+            fill_image_window(g, stack, axes, item.image, item.group, 0, 1, buffer)
+        fill_image_window(g, stack, axes, item.image, item.group, first, end, buffer)
+        state[0] = held
+        state[1] = first
+        state[2] = end
+    elif end > state[2]:
+        fill_image_window(g, stack, axes, item.image, item.group, state[2], end, buffer)
+        state[2] = end
     return buffer + start
 
 
@@ -599,9 +617,10 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
 cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
                     Py_ssize_t* lead, int slot) noexcept nogil:
     """One tile of one stack (and of its residue partner) for one image and group.
-    ``lead``: the thread's scratch, ndim + 1 entries: the tile's leading grid
-    coordinates, and last the image and group whose window an image-window
-    stack's tile buffer holds (image x groups + group; -1: none yet)."""
+    ``lead``: the thread's scratch, ndim + 3 entries: the tile's leading grid
+    coordinates, then for an image-window stack the image and group whose window
+    its tile buffer holds (image x groups + group; -1: none yet) and the window
+    rows [first, end) filled (see image_window_operand)."""
     cdef const WorkItem* item = g.items + index
     cdef const GemmStack* stack = g.stacks + item.stack
     cdef const StackAxis* axes = g.stack_axes + item.stack * g.problem.ndim
@@ -653,7 +672,7 @@ cdef struct GemmJob:
     const Gemm* g
     const void* packed
     void* workspace                    # (threads, layout.per_thread) accumulation elements
-    Py_ssize_t* scratch                # (threads, ndim + 1): see gemm_item's lead
+    Py_ssize_t* scratch                # (threads, ndim + 3): see gemm_item's lead
 
 
 cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
@@ -662,7 +681,7 @@ cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
     if not stopped(job.g.signals, slot):
         gemm_item(job.g, <const acc_t*>job.packed, index,
                   <acc_t*>job.workspace + slot * job.g.layout.per_thread,
-                  job.scratch + slot * (job.g.problem.ndim + 1), slot)
+                  job.scratch + slot * (job.g.problem.ndim + 3), slot)
         if job.g.layout.stream_output:
             convt_store_fence()  # the item's streamed rows, before the pool counts it done
 

@@ -163,8 +163,8 @@ cdef inline Py_ssize_t input_row(const Gemm* g, Py_ssize_t grid_row,
 
 cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, acc_t* odd_dst,
                             const char* x_plane, Py_ssize_t y_origin, Py_ssize_t x_origin,
-                            const Py_ssize_t* residues) noexcept nogil:
-    """One channel's rows of a buffer plane (and of its residue-1 sibling when
+                            const Py_ssize_t* residues, Py_ssize_t rows) noexcept nogil:
+    """One channel's ``rows`` rows of a buffer plane (and of its residue-1 sibling when
     ``odd_dst`` is not NULL), from x_plane (the channel's plane at the plane's
     leading coordinates).  One channel at a time keeps the reads one stream the
     hardware prefetchers follow; rows across channels read a plane apart each time
@@ -173,7 +173,7 @@ cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, a
     cdef Py_ssize_t row_stride = stack.row_stride
     cdef Py_ssize_t r, row_index
     cdef const char* row
-    for r in range(stack.buffer_rows):
+    for r in range(rows):
         row_index = input_row(g, y_origin + r, residues)
         if row_index < 0:
             zero_planes(dst, odd_dst, 0, 1, r * row_stride, row_stride)
@@ -188,8 +188,8 @@ cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, a
 
 cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssize_t y_origin,
                                    Py_ssize_t x_origin, const Py_ssize_t* residues,
-                                   bint paired) noexcept nogil:
-    """Whether a buffer plane's rows are consecutive whole rows of x, all inside the
+                                   bint paired, Py_ssize_t rows) noexcept nogil:
+    """Whether a buffer plane's ``rows`` rows are consecutive whole rows of x, all inside the
     input, and x's rows lie end to end: then each channel's plane is one contiguous
     run of x (1x1 layers, kernels of one column, with no padding along the last
     axis; any storage type, load_run widens it).  Not for ``paired`` planes (two
@@ -202,15 +202,16 @@ cdef inline bint whole_rows_inside(const Gemm* g, const GemmStack* stack, Py_ssi
         return False
     return (last >= 1 and g.axes[last - 1].decimation == 1 and g.ops.x_strides[1 + last] == in_size
             and y_origin + residues[last - 1] >= 0
-            and y_origin + residues[last - 1] + stack.buffer_rows <= g.axes[last - 1].in_size)
+            and y_origin + residues[last - 1] + rows <= g.axes[last - 1].in_size)
 
 
 cdef void fill_planes(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
                       const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
                       bint channels_last, const Py_ssize_t* lead, TileSpan tile,
-                      acc_t* buffer) noexcept nogil:
+                      Py_ssize_t rows, acc_t* buffer) noexcept nogil:
     """fill_buffer's planes for channels [c_begin, c_end) into ``buffer`` (channel
-    c_begin's planes first)."""
+    c_begin's planes first): the first ``rows`` of each plane's buffer_rows, those
+    from grid row tile.y - span on."""
     cdef int last = g.problem.ndim - 1
     cdef int storage = g.storage.type
     cdef Py_ssize_t row_stride = stack.row_stride
@@ -250,9 +251,9 @@ cdef void fill_planes(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                 break
             offset = offset + index * g.ops.x_strides[2 + a]
         if not inside:
-            zero_planes(dst, odd_dst, stack.buffer_channel, channels, 0, plane_size)
+            zero_planes(dst, odd_dst, stack.buffer_channel, channels, 0, rows * row_stride)
         elif channels_last:
-            for r in range(stack.buffer_rows):
+            for r in range(rows):
                 row_index = input_row(g, y_origin + r, residues)
                 if row_index < 0:
                     zero_planes(dst, odd_dst, stack.buffer_channel, channels, r * row_stride,
@@ -263,21 +264,21 @@ cdef void fill_planes(const Gemm* g, const GemmStack* stack, const StackAxis* ax
                                        element(x_image, offset + row_index
                                                * g.ops.x_strides[1 + last], storage),
                                        residues[last])
-        elif whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst != NULL):
+        elif whole_rows_inside(g, stack, y_origin, x_origin, residues, odd_dst != NULL, rows):
             # the plane's rows are consecutive whole rows of x: one run per channel
             row = element(x_image, offset + (y_origin + residues[last - 1])
                           * g.ops.x_strides[1 + last], storage)
             for channel in range(channels):
                 load_run(&g.storage, dst + channel * stack.buffer_channel,
                          element(row, channel * channel_step, storage), 1,
-                         stack.buffer_rows * row_stride)
+                         rows * row_stride)
         else:
             for channel in range(channels):
                 fill_channel_rows(g, stack, dst + channel * stack.buffer_channel,
                                   odd_dst + channel * stack.buffer_channel
                                   if odd_dst != NULL else NULL,
                                   element(x_image, offset + channel * channel_step, storage),
-                                  y_origin, x_origin, residues)
+                                  y_origin, x_origin, residues, rows)
 
 
 cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
@@ -298,50 +299,58 @@ cdef void fill_buffer(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     others (one plane: per channel too, within fill_planes, without the
     planes' setup per channel).
     """
-    fill_channels(g, stack, axes, x_image, c_begin, c_end, lead, tile, buffer)
+    fill_channels(g, stack, axes, x_image, c_begin, c_end, lead, tile, stack.buffer_rows, buffer)
     # the last panel of the last channel may read up to one panel past the data
     memset(buffer + (c_end - c_begin) * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
 
 cdef void fill_channels(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
                         const char* x_image, Py_ssize_t c_begin, Py_ssize_t c_end,
-                        const Py_ssize_t* lead, TileSpan tile, acc_t* buffer) noexcept nogil:
-    """fill_buffer's planes of channels [c_begin, c_end), written nowhere else."""
+                        const Py_ssize_t* lead, TileSpan tile, Py_ssize_t rows,
+                        acc_t* buffer) noexcept nogil:
+    """fill_buffer's planes of channels [c_begin, c_end) (their first ``rows`` rows,
+    see fill_planes), written nowhere else."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t channel
     cdef bint channels_last = (g.ops.x_strides[1] == 1 and g.ops.x_strides[2 + last] != 1
                                and c_end - c_begin >= MIN_CHANNEL_RUN)
     if channels_last or stack.buffer_planes == 1:
-        fill_planes(g, stack, axes, x_image, c_begin, c_end, channels_last, lead, tile, buffer)
+        fill_planes(g, stack, axes, x_image, c_begin, c_end, channels_last, lead, tile, rows,
+                    buffer)
     else:
         for channel in range(c_begin, c_end):
-            fill_planes(g, stack, axes, x_image, channel, channel + 1, False, lead, tile,
+            fill_planes(g, stack, axes, x_image, channel, channel + 1, False, lead, tile, rows,
                         buffer + (channel - c_begin) * stack.buffer_channel)
 
 
 cdef void fill_image_window(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
-                            Py_ssize_t image, Py_ssize_t group, acc_t* buffer) noexcept nogil:
-    """The window of one image and group, for an image-window stack (its buffer
-    fields describe it: every grid row, whole rows, each channel padded with zeros
-    to a stride that spreads the channels over the cache sets), and after the last
-    channel the panel of zeros the last tile's kernels may read."""
+                            Py_ssize_t image, Py_ssize_t group, Py_ssize_t first,
+                            Py_ssize_t end, acc_t* buffer) noexcept nogil:
+    """Rows [first, end) of every plane of the window of one image and group, for an
+    image-window stack (its buffer fields describe the window: every grid row plus
+    the taps' span, whole rows; each channel's planes padded to a stride that
+    spreads the channels over the cache sets).  With ``first`` 0 also the
+    channels' padding, and the panel of zeros after the last channel that the last
+    tile's kernels may read."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t cg = g.problem.cg
     cdef Py_ssize_t lead[1]
     cdef Py_ssize_t filled = stack.buffer_planes * stack.buffer_rows * stack.row_stride
     cdef Py_ssize_t channel
-    cdef TileSpan whole
+    cdef TileSpan rows
     cdef const char* x_image = element(
         g.ops.x, image * g.ops.x_strides[0] + group * cg * g.ops.x_strides[1], g.storage.type)
-    whole.x = axes[last].first
-    whole.cols = axes[last].extent
-    whole.y = axes[last - 1].first if last >= 1 else 0
-    whole.rows = axes[last - 1].extent if last >= 1 else 1
-    fill_channels(g, stack, axes, x_image, 0, cg, lead, whole, buffer)
-    for channel in range(cg):
-        zero_run(buffer + channel * stack.buffer_channel + filled,
-                 stack.buffer_channel - filled)
-    memset(buffer + cg * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
+    rows.x = axes[last].first
+    rows.cols = axes[last].extent
+    rows.y = (axes[last - 1].first if last >= 1 else 0) + first
+    rows.rows = end - first
+    fill_channels(g, stack, axes, x_image, 0, cg, lead, rows, end - first,
+                  buffer + first * stack.row_stride)
+    if first == 0:  # (the rows from 0 are a window's first)
+        for channel in range(cg):
+            zero_run(buffer + channel * stack.buffer_channel + filled,
+                     stack.buffer_channel - filled)
+        memset(buffer + cg * stack.buffer_channel, 0, stack.panel * sizeof(acc_t))
 
 
 cdef void gather_tile(const Gemm* g, const GemmStack* stack, const char* x_image,

@@ -1,8 +1,9 @@
 """Image windows: a 1-D or 2-D stack whose tiles would copy the input again and again
 (row groups, halo rows) reads, from each thread's tile buffer, the window of the
-whole image that the thread copied once (convt._plan._image_window_of,
-image_window_operand in _gemm.pxi).  The kernels run the same calls on the same
-values, so the results are bitwise those of per-tile buffers."""
+whole image, each row copied once by the thread when its tiles first need it
+(convt._plan._image_window_of, image_window_operand in _gemm.pxi).  The kernels
+run the same calls on the same values, so the results are bitwise those of
+per-tile buffers, at any thread count (threads take tiles in any order)."""
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ LAYERS = {
                  dict(strides=(3, 2), pads=(2, 1, 0, 2))),
     "dilated_groups": (Conv, (3, 32, 21, 19), (48, 16, 3, 3),
                        dict(pads=(2, 2, 2, 2), dilations=(2, 2), group=2)),
+    # rows sharing their zero columns: a row's last column is the next row's first
+    "k3_shared_zeros": (Conv, (2, 24, 23, 56), (40, 24, 3, 3), dict(pads=(1, 1, 1, 1))),
     "k7_1d": (Conv, (2, 40, 700), (56, 40, 7), dict(pads=(3, 3))),
     "k10s5_1d": (Conv, (1, 3, 3000), (64, 3, 10), dict(strides=(5,))),
     "vocoder": (ConvTranspose, (2, 64, 24), (64, 32, 16), dict(strides=(8,), pads=(4, 4))),
