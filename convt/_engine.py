@@ -613,8 +613,8 @@ class Explanation:
                     kind = ", ".join(filter(None, (kind, "transposed: weight rows as vectors,"
                                                          " positions broadcast (gemm_t)")))
                 if stack["image_window"]:
-                    kind = ", ".join(filter(None, (kind, "each thread copies x once into a "
-                                                         "window its tiles read")))
+                    kind = ", ".join(filter(None, (kind, "each thread keeps a window of the "
+                                                         "whole image, each row copied once")))
                 lines.append(
                     f"  stack {index}: {stack['phases']} phase(s) x {stack['taps']} tap(s), "
                     f"{stack['rows']} rows, depth {problem.cg * stack['taps']} in chunks of "
