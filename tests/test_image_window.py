@@ -7,11 +7,14 @@ per-tile buffers, at any thread count (threads take tiles in any order)."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from convt import Conv, ConvTranspose, _dispatch, _engine, _plan, explain
 
 from _conv_helpers import assert_conv_matches_reference, run_conv_engine
-from _helpers import assert_matches_reference, run_engine
+from _helpers import ENGINES, assert_matches_reference, examples, run_engine
+from test_conv_properties import conv_cases as forward_cases
+from test_properties import conv_cases as transpose_cases
 
 # (operator, x shape, w shape, params): strided, dilated, 1-D with column tiles,
 # several images and groups, and ConvTranspose stacks of many phases
@@ -114,3 +117,30 @@ def test_windows_serve_stacks_that_copy_their_input_often(monkeypatch):
     finally:
         _plan.gemm_plan.cache_clear()
         _engine._execution.cache_clear()
+
+
+GEMM_ENGINES = [engine for engine in ENGINES if engine.startswith("gemm-") and engine != "gemm-blas"]
+
+
+@pytest.mark.parametrize("engine", GEMM_ENGINES)
+@settings(max_examples=examples(25))
+@given(case=forward_cases(max_ndim=2, max_size=11, max_channels=5))
+def test_windowed_conv_matches_reference(engine, case, small_tiles, windows_everywhere):
+    """Random Conv layers (strides, dilations, pads, auto_pad, groups, channels-last
+    data, every filter layout and dtype) with small tiles, every stack that may take
+    an image window taking one, shared by 3 threads."""
+    x, w, b, params = case
+    y = run_conv_engine(engine, x, w, b, num_threads=3, **params)
+    assert_conv_matches_reference(y, x, w, b, **params)
+
+
+@pytest.mark.parametrize("engine", GEMM_ENGINES)
+@settings(max_examples=examples(25))
+@given(case=transpose_cases(max_ndim=2, max_size=9))
+def test_windowed_conv_transpose_matches_reference(engine, case, small_tiles,
+                                                   windows_everywhere):
+    """The same for ConvTranspose: its single-stack layers (stride 1 on the last axes,
+    several taps per phase) take windows."""
+    x, w, b, params = case
+    y = run_engine(engine, x, w, b, num_threads=3, **params)
+    assert_matches_reference(y, x, w, b, **params)
