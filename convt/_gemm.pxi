@@ -729,7 +729,8 @@ cdef class GemmEngine:
         """Every work item, on ``arrays`` (convt._engine.Operands) with the packed
         weights, shared by up to ``num_threads`` pool threads; ``workspace`` is
         (threads, layout.per_thread) of the accumulation type and ``scratch``
-        (threads, ndim) intp.  With ``stream_weights`` (see streamed_weights) the
+        (threads, ndim + 3) intp, its last three columns -1 (see gemm_item).  With
+        ``stream_weights`` (see streamed_weights) the
         transposed stacks read w itself and ``packed`` is not read.  Returns the
         threads that took part."""
         cdef Gemm g = self.g
@@ -745,6 +746,8 @@ cdef class GemmEngine:
         job.g = &g
         job.packed = data_of(packed)
         job.workspace = <void*>data_of(workspace)
+        if scratch.shape[1] < g.problem.ndim + 3 or scratch.shape[0] < num_threads:
+            raise ValueError(f"scratch must be (threads, ndim + 3); got {scratch.shape}")
         job.scratch = <Py_ssize_t*>data_of(scratch)
         with nogil:
             used = convt_run(task, &job, self.n_items, num_threads)
