@@ -144,3 +144,31 @@ def test_windowed_conv_transpose_matches_reference(engine, case, small_tiles,
     x, w, b, params = case
     y = run_engine(engine, x, w, b, num_threads=3, **params)
     assert_matches_reference(y, x, w, b, **params)
+
+
+def test_the_engine_refuses_scratch_without_room_for_the_window_state(monkeypatch):
+    """Each thread's scratch row ends with the image, group and rows its window holds:
+    a caller passing the leading coordinates alone gets an error, not a write past
+    the array."""
+    x = np.ones((1, 8, 12, 12), np.float32)
+    w = np.ones((8, 8, 3, 3), np.float32)
+    calls = []
+    original = _engine.execution
+
+    def spy(*args, **kwargs):
+        run = original(*args, **kwargs)
+        real = run.engine.run
+
+        class Engine:
+            def run(self, arrays, packed, workspace, scratch, threads, *rest):
+                calls.append(scratch.shape)
+                with pytest.raises(ValueError, match="ndim \\+ 3"):
+                    real(arrays, packed, workspace, scratch[:, :-3], threads, *rest)
+                return real(arrays, packed, workspace, scratch, threads, *rest)
+        return _engine.Execution(**{**run.__dict__, "engine": Engine()})
+
+    monkeypatch.setattr(_engine, "execution", spy)
+    y = Conv(pads=(1, 1, 1, 1), num_threads=1)._apply(x, w, None, engine="gemm",
+                                                      backend="portable")
+    assert calls and calls[0][1] == 2 + 3
+    assert_conv_matches_reference(y, x, w, None, pads=(1, 1, 1, 1))
