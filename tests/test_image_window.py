@@ -172,3 +172,21 @@ def test_the_engine_refuses_scratch_without_room_for_the_window_state(monkeypatc
                                                       backend="portable")
     assert calls and calls[0][1] == 2 + 3
     assert_conv_matches_reference(y, x, w, None, pads=(1, 1, 1, 1))
+
+
+def test_streamed_weights_read_tiles_from_the_window(monkeypatch, windows_everywhere):
+    """A Conv whose weights stream from w (transposed kernels, more than 8 MiB over at
+    most 64 outputs) reads its tiles from the window too, with the same bits."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((512, 512, 3, 3)).astype(np.float32)
+    layer = Conv(pads=(1, 1, 1, 1))
+    report = explain(layer, x, w)
+    assert report.plan.stacks["image_window"].all()
+    windowed = [Conv(pads=(1, 1, 1, 1), num_threads=t).apply(x, w) for t in (1, 2)]
+    _without_windows(monkeypatch)
+    assert not explain(layer, x, w).plan.stacks["image_window"].any()
+    tiled = layer.apply(x, w)
+    for y in windowed:
+        np.testing.assert_array_equal(y, tiled)
+    assert_conv_matches_reference(tiled, x, w, None, pads=(1, 1, 1, 1))
