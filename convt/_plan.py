@@ -640,6 +640,20 @@ class _TileContext:
         return _shared_gaps(candidate, self.last_group, self.reach.spans[-1], self.in_size,
                             self.decimation, self.chunk)
 
+    def other_heights(self, tile, blocking):
+        """``tile`` reshaped to the other heights that row tiles of equal rows make,
+        each once, the nearest first: between half and twice its height (or
+        MIN_SPLIT_ROWS), within the operand budget (or its own operand)."""
+        grid_rows = self.extents[-2] if len(self.extents) >= 2 else 1
+        budget = max(blocking.operand_bytes // blocking.itemsize, tile.operand)
+        lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
+        highest = min(grid_rows, 2 * tile.rows)
+        heights = {_equal_rows(grid_rows, rows) for rows in range(lowest, highest + 1)}
+        candidates = (self.reshaped(tile, rows, blocking)
+                      for rows in sorted(heights - {tile.rows},
+                                         key=lambda r: (abs(r - tile.rows), -r)))
+        return [candidate for candidate in candidates if candidate.operand <= budget]
+
 
 def _even_groups(blocks, groups):
     """Row groups after cutting ``blocks`` row blocks into ``groups`` groups of
@@ -679,18 +693,8 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
 
     if cores <= 1 or idle(tile, row_groups) <= BALANCE_TOLERANCE:
         return tile, row_groups
-    options = []
-    grid_rows = extents[-2] if len(extents) >= 2 else 1
-    budget = blocking.operand_bytes // blocking.itemsize
-    lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
-    highest = min(grid_rows, 2 * tile.rows)
-    # heights as row tiles of equal rows make them, each once, the nearest first
-    heights = {_equal_rows(grid_rows, rows) for rows in range(lowest, highest + 1)}
-    for rows in sorted(heights - {tile.rows}, key=lambda r: (abs(r - tile.rows), -r)):
-        candidate = context.reshaped(tile, rows, blocking)
-        if candidate.operand <= max(budget, tile.operand):
-            tiles = _tile_grid(extents, candidate)[2]
-            options.append((candidate, row_groups_of(candidate, tiles)))
+    options = [(candidate, row_groups_of(candidate, _tile_grid(extents, candidate)[2]))
+               for candidate in context.other_heights(tile, blocking)]
     if not repack:
         options += [(tile, groups) for groups in range(row_groups + 1,
                                                        min(blocks, row_groups + cores - 1) + 1)]
@@ -706,7 +710,8 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
 
 def _computed_columns(used, blocking):
     """Product columns the kernels compute for ``used`` columns: whole panels, the
-    last one half wide where the set has half kernels and it holds at most NR / 2."""
+    last one half wide where the set has half kernels and it holds at most NR / 2
+    (the driver's panel_width, in _gemm.pxi)."""
     panel = blocking.nr
     full, rest = divmod(used, panel)
     if rest and blocking.half_panels and 2 * rest <= panel:
@@ -739,30 +744,21 @@ def _height_cost(tile, groups, context, rows, blocks, blocking):
 
 
 def _cheapest_height(tile, context, row_groups_of, rows, blocks, blocking):
-    """The tile height, between half and twice ``tile``'s (or MIN_SPLIT_ROWS) within
-    the operand budget, of least _height_cost.  A window tile's product rows are
-    runs of its row stride, so the height sets how much of the last panel is
-    waste (a 3x3 s2 Conv on a 28x28 output, row stride 29: four rows use 115 of
-    120 computed columns, five rows 144 of 144), and with the row groups it
-    sets how often the input is copied."""
-    grid_rows = context.extents[-2]
-    budget = max(blocking.operand_bytes // blocking.itemsize, tile.operand)
-    lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
-    highest = min(grid_rows, 2 * tile.rows)
-    tiles = _tile_grid(context.extents, tile)[2]
-    least = _height_cost(tile, row_groups_of(tile, tiles), context, rows, blocks, blocking)
-    best, bar = tile, least * (1 - HEIGHT_MIN_GAIN)
-    for height in sorted({_equal_rows(grid_rows, r) for r in range(lowest, highest + 1)}):
-        if height == tile.rows:
-            continue
-        candidate = context.reshaped(tile, height, blocking)
-        if candidate.operand > budget:
-            continue
-        tiles = _tile_grid(context.extents, candidate)[2]
-        cost = _height_cost(candidate, row_groups_of(candidate, tiles), context, rows, blocks,
-                            blocking)
-        if cost < bar:
-            best, bar = candidate, cost
+    """The tile of least _height_cost among ``tile`` and its other heights (another
+    must be HEIGHT_MIN_GAIN cheaper).  A window tile's product rows are runs of its
+    row stride, so the height sets how much of the last panel is waste (a 3x3 s2
+    Conv on a 28x28 output, row stride 29: four rows use 115 of 120 computed
+    columns, five rows 144 of 144), and with the row groups it sets how often the
+    input is copied."""
+    def cost(candidate):
+        groups = row_groups_of(candidate, _tile_grid(context.extents, candidate)[2])
+        return _height_cost(candidate, groups, context, rows, blocks, blocking)
+
+    best, bar = tile, cost(tile) * (1 - HEIGHT_MIN_GAIN)
+    for candidate in context.other_heights(tile, blocking):
+        price = cost(candidate)
+        if price < bar:
+            best, bar = candidate, price
     return best
 
 
