@@ -201,23 +201,14 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
     y_call.ldc = y_ldc
     y_packed_call = y_call
     y_packed_call.offsets = g.panel_offsets
-    if tile.end_block - tile.first_block == 1:
-        # one block (few rows, shallow reductions): thousands of short calls per tile
-        row = block_start(g, stack, tile.first_block)
-        width = block_start(g, stack, tile.first_block + 1) - row
-        for p in range(panels):
-            current = <const Panel*>&y_call if p < direct else call
-            c_rows = y_rows + p * panel if p < direct else product + p * panel
-            half = panel_width(g, used, p, panel) < panel
-            micro_kernel(g, VARIANT_HALF if half else VARIANT_PLAIN, width, current,
-                         weights + row * depth + call.k_begin * width, operand + p * panel,
-                         c_rows + (row - tile.first_row) * current.ldc, NULL)
-        return
-    if not pack and call.depth * used * <Py_ssize_t>sizeof(acc_t) <= BLOCKS_FIRST_MAX_BYTES:
-        # a shallow chunk whose B rows all stay in L1: block by block, so that each
-        # block's rows of the product (or of y) are written as whole runs, not a
-        # panel-wide piece of every row of the tile in turn (wav2vec's 1 -> 512
-        # k10 s5: 512 rows 12.8 KiB apart, each piece a new line to fetch)
+    if tile.end_block - tile.first_block == 1 or (
+            not pack
+            and call.depth * used * <Py_ssize_t>sizeof(acc_t) <= BLOCKS_FIRST_MAX_BYTES):
+        # block by block, nothing packed: one block (few rows, shallow reductions:
+        # thousands of short calls per tile), or a shallow chunk whose B rows all
+        # stay in L1, so that each block's rows of the product (or of y) are written
+        # as whole runs, not a panel-wide piece of every row of the tile in turn
+        # (wav2vec's 1 -> 512 k10 s5: 512 rows 12.8 KiB apart, each piece a new line)
         for block in range(tile.first_block, tile.end_block):
             row = block_start(g, stack, block)
             width = block_start(g, stack, block + 1) - row
