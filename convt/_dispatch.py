@@ -1025,6 +1025,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
     pairs = not blas and kernels.has(SET_PAIRS)
     # AVX-512 kernels on a core that splits their FMAs: B rows read in place
     packs = not blas and not (name in ("avx512", "avx512_wide") and split_512_fma())
+    half = kernels.has(SET_HALF) and not blas
     blocking = Blocking(
         mr=0 if blas else kernels.mr,
         nr=0 if blas else kernels.nr,
@@ -1047,7 +1048,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
                     and (name not in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY
                          or weights_may_stream(problem, accumulation))),
         packs_b=packs and kernels.has(SET_PACK),
-        half_panels=kernels.has(SET_HALF) and not blas,
+        half_panels=half,
     )
     if pairs:
         reasons.append("exact stacks: the set has pair kernels"
@@ -1066,7 +1067,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
                                 if packs and kernels.has(SET_PACK) else 0),
         pair_pack_min_blocks=(PAIR_PACK_MIN_BLOCKS if packs and pairs
                               and kernels.has(SET_PACK_PAIRS) else 0),
-        half_panels=kernels.has(SET_HALF) and not blas,
+        half_panels=half,
         masked_stores=masked,
         stream_output=stream,
         input_is_tile=(blas and problem.dtype == accumulation

@@ -484,8 +484,7 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
     workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
     # per thread: the leading grid coordinates of its tile, then the image and group whose
     # window its tile buffer holds (image-window stacks; none yet) and the rows filled
-    scratch = np.empty((threads, len(run.axes) + 3), dtype=np.intp)
-    scratch[:, -3:] = -1
+    scratch = np.full((threads, len(run.axes) + 3), -1, dtype=np.intp)
     if decision.kernel_set == "blas":
         # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
         from ._blas import controller
