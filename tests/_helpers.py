@@ -159,3 +159,23 @@ def assert_same_results_or_non_finite(y, expected, tolerance=1e-4):
     finite = np.isfinite(expected)
     assert not finite.all()
     np.testing.assert_allclose(y[finite], expected[finite], rtol=tolerance, atol=tolerance)
+
+
+def wrap_engine_runs(monkeypatch, wrapper):
+    """Route every prepared engine's ``run`` through ``wrapper(run, *arguments)``, which
+    calls ``run`` (the real one) as it likes and returns its result."""
+    from convt import _engine
+
+    original = _engine.execution
+
+    def wrapped(*args, **kwargs):
+        execution = original(*args, **kwargs)
+        real = execution.engine.run
+
+        class Engine:
+            def run(self, *arguments):
+                return wrapper(real, *arguments)
+
+        return _engine.Execution(**{**execution.__dict__, "engine": Engine()})
+
+    monkeypatch.setattr(_engine, "execution", wrapped)

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from convt import Conv, ConvTranspose, _dispatch, _engine, _plan, explain
 
 from _conv_helpers import assert_conv_matches_reference, run_conv_engine
-from _helpers import ENGINES, assert_matches_reference, examples, run_engine
+from _helpers import (ENGINES, assert_matches_reference, examples, run_engine,
+                      wrap_engine_runs)
 from test_conv_properties import conv_cases as forward_cases
 from test_properties import conv_cases as transpose_cases
 
@@ -153,21 +154,14 @@ def test_the_engine_refuses_scratch_without_room_for_the_window_state(monkeypatc
     x = np.ones((1, 8, 12, 12), np.float32)
     w = np.ones((8, 8, 3, 3), np.float32)
     calls = []
-    original = _engine.execution
 
-    def spy(*args, **kwargs):
-        run = original(*args, **kwargs)
-        real = run.engine.run
+    def short_scratch_first(run, arrays, packed, workspace, scratch, threads, *rest):
+        calls.append(scratch.shape)
+        with pytest.raises(ValueError, match="ndim \\+ 3"):
+            run(arrays, packed, workspace, scratch[:, :-3], threads, *rest)
+        return run(arrays, packed, workspace, scratch, threads, *rest)
 
-        class Engine:
-            def run(self, arrays, packed, workspace, scratch, threads, *rest):
-                calls.append(scratch.shape)
-                with pytest.raises(ValueError, match="ndim \\+ 3"):
-                    real(arrays, packed, workspace, scratch[:, :-3], threads, *rest)
-                return real(arrays, packed, workspace, scratch, threads, *rest)
-        return _engine.Execution(**{**run.__dict__, "engine": Engine()})
-
-    monkeypatch.setattr(_engine, "execution", spy)
+    wrap_engine_runs(monkeypatch, short_scratch_first)
     y = Conv(pads=(1, 1, 1, 1), num_threads=1)._apply(x, w, None, engine="gemm",
                                                       backend="portable")
     assert calls and calls[0][1] == 2 + 3

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from _helpers import DTYPES, ENGINES, run_engine
+from _helpers import DTYPES, ENGINES, run_engine, wrap_engine_runs
 from convt import ConvTranspose, _blas, _dispatch, _kernels
 
 CASES = {
@@ -53,20 +53,12 @@ def test_the_pool_shares_a_large_call_between_its_threads(monkeypatch):
     w = np.ones((32, 32, 4, 4), np.float32)
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=2)
     used = []
-    from convt import _engine
 
-    original = _engine.execution
+    def count(run, *arguments):
+        used.append(run(*arguments))
+        return used[-1]
 
-    def spy(*args, **kwargs):
-        run = original(*args, **kwargs)
-        real = run.engine.run
-        class Engine:
-            def run(self, *a):
-                used.append(real(*a))
-                return used[-1]
-        return _engine.Execution(**{**run.__dict__, "engine": Engine()})
-
-    monkeypatch.setattr(_engine, "execution", spy)
+    wrap_engine_runs(monkeypatch, count)
     expected = layer.apply(x, w)
     assert used and 1 <= used[0] <= 2
     np.testing.assert_array_equal(expected, ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1),
