@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _col2im, _dispatch, _environ, _planes, _records, _weight_cache, _winograd
+from . import _col2im, _dispatch, _environ, _planes, _records, _weight_cache, _winograd, _workspace
 from ._compiled import load
 from ._geometry import Geometry
 from ._plan import conv_reaching_taps, direct_plan, gemm_plan
@@ -432,12 +432,12 @@ def _poison_padding_taps(w, y, geometry):
 
 def _run_direct(arrays, run, threads):
     layout = run.plan.layout[0]
-    workspace = np.empty((threads, layout["floats"]), dtype=run.decision.accumulation)
     scratch = np.empty((threads, layout["ints"]), dtype=np.intp)
     # channels-last rows: the weights as (kernel position, channel) vectors
     packed = np.empty((math.prod(run.problem.geometry.kernel_shape) if layout["channels"] else 0,
                        layout["channels"]), dtype=run.decision.accumulation)
-    run.engine.run(arrays, workspace, scratch, packed, threads)
+    with _workspace.borrowed((threads, layout["floats"]), run.decision.accumulation) as workspace:
+        run.engine.run(arrays, workspace, scratch, packed, threads)
 
 
 # Non-finite weights whose exact contributions are added one by one after the
@@ -481,18 +481,18 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
             return False
     if plan.needs_fill:
         fill_with_bias(arrays.y, arrays.b)
-    workspace = np.empty((threads, plan.workspace_per_thread), dtype=accumulation)
     # per thread: the leading grid coordinates of its tile, then the image and group whose
     # window its tile buffer holds (image-window stacks; none yet) and the rows filled
     scratch = np.full((threads, len(run.axes) + 3), -1, dtype=np.intp)
-    if decision.kernel_set == "blas":
-        # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
-        from ._blas import controller
+    with _workspace.borrowed((threads, plan.workspace_per_thread), accumulation) as workspace:
+        if decision.kernel_set == "blas":
+            # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
+            from ._blas import controller
 
-        with controller().single_threaded():
-            run.engine.run(arrays, packed, workspace, scratch, threads)
-    else:
-        run.engine.run(arrays, packed, workspace, scratch, threads, streamed)
+            with controller().single_threaded():
+                run.engine.run(arrays, packed, workspace, scratch, threads)
+        else:
+            run.engine.run(arrays, packed, workspace, scratch, threads, streamed)
     if non_finite:
         add_weight_contributions(arrays, bad, run.problem)
     return True

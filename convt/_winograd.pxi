@@ -188,15 +188,16 @@ cdef bint run_job(WinogradJob* job, convt_task task, Py_ssize_t items, int threa
     """Run ``items`` of ``task`` on ``threads`` pool threads with per-thread workspaces
     of job.per_thread floats; False when an item saw a value that is not finite."""
     cdef Signals signals = signals_for_this_call()
-    workspace = np.empty(threads * job.per_thread + 16, dtype=np.float32)
+    from ._workspace import borrowed
     offsets = np.arange(job.channel_chunk, dtype=np.intp) * job.capacity
     flags = np.zeros(threads, dtype=np.intc)
-    job.workspace = <float*>data_of(workspace)
     job.offsets = <const Py_ssize_t*>data_of(offsets)
     job.non_finite = <int*>data_of(flags)
     job.signals = &signals
-    with nogil:
-        convt_run(task, job, items, threads)
+    with borrowed((threads * job.per_thread + 16,), np.float32) as workspace:
+        job.workspace = <float*>data_of(workspace)
+        with nogil:
+            convt_run(task, job, items, threads)
     raise_if_stopped(&signals)
     return not flags.any()
 
