@@ -433,3 +433,90 @@ def winograd_phases_conv(str family, x, packed, b, y, Py_ssize_t groups, phase_t
     items = (x.shape[0] * groups * job.row_residues * job.row_blocks * job.column_blocks
              * job.out_chunks)
     return run_job(&job, winograd_phases_task, items, max(1, num_threads))
+
+
+# --- weight transform ---------------------------------------------------------
+
+cdef enum:
+    # positions transformed per block: two blocks of at most 64 rows stay in L2
+    TRANSFORM_WIDTH = 64
+
+
+cdef void transform_along(const double* src, double* dst, Py_ssize_t before, Py_ssize_t taps,
+                          Py_ssize_t row) noexcept nogil:
+    """dst (before, taps + 1, row) = G along the middle axis of src (before, taps, row):
+    F(2x2, 3x3)'s rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2 for 3 taps, F(2x2,
+    2x2)'s g0, g0 + g1, g1 for 2.  The operations' order is fixed (no contraction: the
+    module is built without -ffast-math): the same bits on every platform."""
+    cdef Py_ssize_t b, j
+    cdef const double* s
+    cdef double* d
+    cdef double ends
+    for b in range(before):
+        s = src + b * taps * row
+        d = dst + b * (taps + 1) * row
+        if taps == 3:
+            for j in range(row):
+                ends = s[j] + s[2 * row + j]
+                d[j] = s[j]
+                d[row + j] = (ends + s[row + j]) * 0.5
+                d[2 * row + j] = (ends - s[row + j]) * 0.5
+                d[3 * row + j] = s[2 * row + j]
+        else:
+            for j in range(row):
+                d[j] = s[j]
+                d[row + j] = s[j] + s[row + j]
+                d[2 * row + j] = s[row + j]
+
+
+def winograd_weight_transform(const double[:, ::1] taps, float[:, ::1] out, kernel):
+    """out[:, j] = G g G^T (G along every kernel axis) of the kernel g = taps[:, j] (its
+    values in C order over ``kernel``, 2 or 3 axes of 2 or 3 taps), rounded once to
+    float32: out[p, j] for the transformed point p in C order (4 i + j for 3x3 kernels,
+    16 i + 4 j + k for 3x3x3, 3 i + j for 2x2)."""
+    cdef Py_ssize_t axes = len(kernel), n = taps.shape[1], size = 1, points = 1
+    cdef Py_ssize_t dims[3]
+    cdef Py_ssize_t axis, j0, j, k, width, before, row
+    if not 2 <= axes <= 3:
+        raise ValueError("winograd_weight_transform: 2 or 3 kernel axes")
+    for axis in range(axes):
+        dims[axis] = kernel[axis]
+        if dims[axis] not in (2, 3):
+            raise ValueError("winograd_weight_transform: 2 or 3 taps per axis")
+        size *= dims[axis]
+        points *= dims[axis] + 1
+    if taps.shape[0] != size or out.shape[0] != points or out.shape[1] != n:
+        raise ValueError("winograd_weight_transform: operands do not match the kernel")
+    buffers = np.empty((2, points * TRANSFORM_WIDTH), dtype=np.float64)
+    cdef double[:, ::1] work = buffers
+    cdef double* src
+    cdef double* dst
+    cdef double* swap
+    cdef Py_ssize_t shape[3]
+    with nogil:
+        j0 = 0
+        while j0 < n:
+            width = min(<Py_ssize_t>TRANSFORM_WIDTH, n - j0)
+            src = &work[0, 0]
+            dst = &work[1, 0]
+            for k in range(size):
+                for j in range(width):
+                    src[k * width + j] = taps[k, j0 + j]
+            for axis in range(axes):
+                shape[axis] = dims[axis]
+            for axis in range(axes):
+                before = 1
+                for k in range(axis):
+                    before *= shape[k]
+                row = width
+                for k in range(axis + 1, axes):
+                    row *= shape[k]
+                transform_along(src, dst, before, shape[axis], row)
+                shape[axis] += 1
+                swap = src
+                src = dst
+                dst = swap
+            for k in range(points):
+                for j in range(width):
+                    out[k, j0 + j] = <float>src[k * width + j]
+            j0 += TRANSFORM_WIDTH

@@ -23,17 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _weight_cache
+from . import _dispatch, _weight_cache, _workspace
 from ._compiled import load
 
-# G of F(2x2, 3x3): U = G g G^T for each 3x3 kernel g (exact in float64).
+# G of F(2x2, 3x3) and of F(2x2, 2x2): U = G g G^T for each 3x3 (2x2) kernel g,
+# G along every kernel axis (winograd_weight_transform in _winograd.pxi computes it).
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-KRON_G = np.kron(G, G)  # U[4 i + j] = sum over k, l of G[i, k] G[j, l] g[3 k + l]
-KRON_G3 = np.kron(G, KRON_G)  # the same along three axes: 64 x 27
-# G of F(2x2, 2x2): U = G g G^T for each 2x2 kernel g (exact in float64).
 G2 = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
-KRON_G2 = np.kron(G2, G2)  # 9 x 4
-KRONS = {4: KRON_G2, 9: KRON_G, 27: KRON_G3}  # by taps per kernel
 
 
 @dataclass(frozen=True)
@@ -140,26 +136,29 @@ def transformed_weights(w, group, mr):
     """U = G g G^T (3-D: G along each of the three axes) of Conv weights ``w`` (M,
     C/group, 3, 3[, 3] or 2, 2), packed as the driver reads them: per group and point
     (4 i + j; 16 i + 4 j + k; 3 i + j for 2x2 kernels), the group's output channels
-    in row blocks of ``mr``, each block [C/group][rows].  One float64 product by the
-    Kronecker product of the G's gives the values point-major, so the packing moves
-    whole row blocks."""
+    in row blocks of ``mr``, each block [C/group][rows].  The kernels' values are
+    first laid out in that packed order (one copy, widened to float64), so the
+    compiled transform (``winograd_weight_transform``: G along each axis in float64,
+    one rounding to float32) writes the packing itself."""
     m_total, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    size = math.prod(kernel)
     mg = m_total // group
-    kron = KRONS[math.prod(w.shape[2:])]
-    points, size = kron.shape
-    taps = np.ascontiguousarray(w.reshape(m_total * cg, size).T, dtype=np.float64)
-    # einsum's own loops, not matmul: a matmul wakes NumPy's BLAS threads, which then
-    # spin for up to ~100 ms beside convt's own (measured: 100 ms of a core in the 2 s
-    # after one), and einsum took 0.5-1.3x its time here
-    u = (np.einsum("pk,kn->pn", kron, taps, optimize=False).astype(np.float32)
-         .reshape(points, group, mg, cg).swapaxes(0, 1))
-    packed = np.empty((group, points, mg * cg), dtype=np.float32)
     full = mg // mr * mr
-    packed[:, :, :full * cg] = (u[:, :, :full].reshape(group, points, mg // mr, mr, cg)
-                                .swapaxes(3, 4).reshape(group, points, -1))
-    if full < mg:  # the last, shorter row block
-        packed[:, :, full * cg:] = u[:, :, full:].swapaxes(2, 3).reshape(group, points, -1)
-    return packed
+    grouped = w.reshape(group, mg, cg, size)
+    points = math.prod(k + 1 for k in kernel)
+    with _workspace.borrowed((size, group, mg * cg), np.float64) as taps:
+        # full row blocks: [block][channel][row]; the last, shorter one: [channel][row]
+        taps[:, :, :full * cg].reshape(size, group, mg // mr, cg, mr)[...] = (
+            grouped[:, :full].reshape(group, mg // mr, mr, cg, size).transpose(4, 0, 1, 3, 2))
+        if full < mg:
+            taps[:, :, full * cg:].reshape(size, group, cg, mg - full)[...] = (
+                grouped[:, full:].transpose(3, 0, 2, 1))
+        packed = np.empty((points, group * mg * cg), dtype=np.float32)
+        load().winograd_weight_transform(taps.reshape(size, -1), packed, kernel)
+    packed = packed.reshape(points, group, mg * cg)
+    return np.ascontiguousarray(packed.swapaxes(0, 1)) if group > 1 else packed.reshape(
+        1, points, mg * cg)
 
 
 def conv_weights(w, group):

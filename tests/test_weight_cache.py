@@ -154,7 +154,7 @@ def test_large_weights_are_compared_whole_by_every_thread(threads):
     size = 3 * (1 << 20) + 5  # several 1 MiB pieces and a short last one
     left = np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8)
     assert same_bytes(left, left.copy(), threads)
-    for position in (0, (1 << 20) - 1, 1 << 20, 2 * (1 << 20) + 17, size - 1):
+    for position in (0, 255, 256, (1 << 20) - 1, 1 << 20, 2 * (1 << 20) + 17, size - 1):
         right = left.copy()
         right[position] ^= 1
         assert not same_bytes(left, right, threads), position

@@ -332,3 +332,64 @@ def test_transforms_match_their_definition(family, dims):
     grid = grid + bias.reshape((channels,) + (1,) * dims)
     window = grid[(slice(None),) + tuple(slice(0, size) for size in out_space)]
     np.testing.assert_allclose(outs[family], window.astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def _exact_transform(kernel):
+    """G g G^T of one kernel (G along every axis; 2 or 3 taps each) in exact rationals."""
+    from fractions import Fraction
+
+    rows = {3: [[1, 0, 0], [Fraction(1, 2)] * 3, [Fraction(1, 2), Fraction(-1, 2), Fraction(1, 2)],
+                [0, 0, 1]],
+            2: [[1, 0], [1, 1], [0, 1]]}
+    values = np.array([Fraction(float(v)) for v in kernel.ravel()], dtype=object).reshape(kernel.shape)
+    for axis in range(kernel.ndim):
+        g = rows[kernel.shape[axis]]
+        moved = np.moveaxis(values, axis, 0)
+        values = np.moveaxis(np.array([sum(c * moved[k] for k, c in enumerate(row))
+                                       for row in g], dtype=object), 0, axis)
+    return values.ravel()
+
+
+@pytest.mark.parametrize("kernel", [(3, 3), (3, 3, 3), (2, 2)])
+def test_the_weight_transform_is_rounded_once_from_the_exact_values(kernel):
+    # kernels whose values span 2^-60 .. 2^60: float64 sums may round, float32 hardly notices
+    rng = np.random.default_rng(len(kernel) * 10 + kernel[0])
+    count = 40
+    taps = (rng.standard_normal((count,) + kernel)
+            * np.exp2(rng.integers(-60, 60, (count,) + kernel))).astype(np.float32)
+    size = int(np.prod(kernel))
+    points = int(np.prod([k + 1 for k in kernel]))
+    out = np.empty((points, count), dtype=np.float32)
+    convt._kernels.winograd_weight_transform(
+        np.ascontiguousarray(taps.reshape(count, size).T, dtype=np.float64), out, kernel)
+    for index in range(count):
+        exact = np.array([float(v) for v in _exact_transform(taps[index])])
+        ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+        # one rounding of the float64 result: half an ulp, and float64's own few ulps
+        assert np.all(np.abs(out[:, index] - exact) <= 0.5 * ulp * (1 + 2.0**-20)
+                      + 2.0**-50 * np.abs(taps[index]).max() * 4), index
+
+
+@pytest.mark.parametrize("w_shape, group, mr", [
+    ((70, 32, 3, 3), 1, 12), ((198, 32, 3, 3), 3, 12), ((66, 16, 3, 3, 3), 2, 6),
+    ((40, 16, 2, 2), 1, 12), ((24, 3, 2, 2), 2, 8)])
+def test_transformed_weights_are_packed_in_row_blocks(w_shape, group, mr):
+    # [group][point][row block][channel][row of the block], the last block shorter
+    from convt import _winograd
+
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    packed = _winograd.transformed_weights(w, group, mr)
+    m_total, cg = w_shape[:2]
+    mg = m_total // group
+    points = int(np.prod([k + 1 for k in w_shape[2:]]))
+    assert packed.shape == (group, points, mg * cg) and packed.dtype == np.float32
+    for g in range(group):
+        for m in range(mg):
+            start = m // mr * mr
+            rows = min(mr, mg - start)
+            for c in (0, cg - 1):
+                exact = _exact_transform(w[g * mg + m, c])
+                at = packed[g, :, start * cg + c * rows + m - start]
+                np.testing.assert_array_max_ulp(at, np.array([float(v) for v in exact],
+                                                             dtype=np.float32), maxulp=1)
