@@ -129,7 +129,8 @@ def test_views_and_conv_weights():
                                        rtol=1e-12, atol=1e-12)
 
 
-def test_the_weights_used_last_are_evicted_last():
+def test_the_weights_used_last_are_evicted_last(monkeypatch):
+    monkeypatch.setattr(_weight_cache, "RECENT_SECONDS", 0.0)  # every entry may go
     x, _ = _arrays()
     layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
     weights = [_arrays(seed)[1] for seed in range(_weight_cache.ENTRIES_PER_PLAN + 1)]
@@ -174,3 +175,59 @@ def test_an_entry_may_take_half_the_budget_and_no_more(monkeypatch):
         np.testing.assert_allclose(layer.apply(x, w), expected, rtol=1e-12, atol=1e-12)
         held = _weight_cache.held_bytes()
         assert (held >= 2 * w.nbytes) == kept and held <= (budget_mib << 20) // 2
+
+
+class _Clock:
+    """time.monotonic for the cache, moved by hand."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+
+def test_weights_in_use_are_not_evicted_for_newer_ones(monkeypatch):
+    # a network larger than the budget, layer after layer: the kept layers keep hitting
+    clock = _Clock()
+    monkeypatch.setattr(_weight_cache, "time", clock)
+    x, _ = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=1)
+    weights = [_arrays(seed)[1] for seed in range(6)]
+    layer.apply(x, weights[0])
+    entry = _weight_cache.held_bytes()
+    monkeypatch.setenv(_weight_cache.BUDGET_VARIABLE, "1")
+    monkeypatch.setattr(_weight_cache, "budget_bytes", lambda: 3 * entry)  # room for three
+    for w in weights:  # all six in turn, twice, within a second
+        for _ in range(2):
+            clock.now += 0.01
+            _check(layer, x, w)
+    assert _weight_cache.held_bytes() == 3 * entry
+    key = next(iter(_weight_cache._plans))
+    kept = [entry[1] for entry in _weight_cache._plans[key]]
+    assert all(any(np.array_equal(copy, w) for copy in kept) for w in weights[:3])
+    for _ in range(3):  # another round: the first three hit, the others are packed anew
+        for w in weights:
+            clock.now += 0.01
+            _check(layer, x, w)
+    assert {id(entry[1]) for entry in _weight_cache._plans[key]} == {id(copy) for copy in kept}
+    clock.now += 2 * _weight_cache.RECENT_SECONDS  # unused for a while: evicted as before
+    _check(layer, x, weights[5])
+    assert any(np.array_equal(entry[1], weights[5]) for entry in _weight_cache._plans[key])
+    assert _weight_cache.held_bytes() == 3 * entry
+
+
+def test_a_layer_shape_keeps_its_sets_in_use(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(_weight_cache, "time", clock)
+    monkeypatch.setattr(_weight_cache, "ENTRIES_PER_PLAN", 2)
+    x, _ = _arrays()
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1), num_threads=1)
+    weights = [_arrays(seed)[1] for seed in range(3)]
+    for w in weights * 2:
+        clock.now += 0.01
+        _check(layer, x, w)
+    key = next(iter(_weight_cache._plans))
+    kept = _weight_cache._plans[key]
+    assert len(kept) == 2
+    assert all(any(np.array_equal(entry[1], w) for entry in kept) for w in weights[:2])
