@@ -504,16 +504,27 @@ def col2im_route(problem, decision):
 # outputs) 0.9-1.05x.
 STREAM_MIN_WEIGHT_BYTES = 8 << 20
 STREAM_MAX_POSITIONS = 64
+# The AVX-512 set streams from fewer bytes: its transposed kernels (one 16-row
+# vector of weights x up to 12 broadcast positions) waste no column on a 7x7 map,
+# and the stream reads w once where the packing reads it, its copy and the packed
+# weights.  On 2 Zen 4 cores (split 512-bit FMAs; 1 / 2 threads, separate
+# processes, caches warm) streamed: 256 -> 512 3x3 over 8x8 (4.5 MiB) 1.19x /
+# 1.23x, 512 -> 2048 1x1 over 7x7 (4 MiB) 1.19x / 1.11x, 1024 -> 2048 1x1 s2
+# over 14x14 1.12x / 1.08x, 256 -> 256 3x3 over 7x7 (2.25 MiB) 1.15x / 1.12x; 1
+# MiB ranged from 0.94x to 1.27x and 600 KiB (160 -> 960 1x1) lost 4-14%.
+STREAM_MIN_WEIGHT_BYTES_AVX512 = 2 << 20
 
 
-def weights_may_stream(problem, accumulation):
+def weights_may_stream(problem, accumulation, kernel_set=None):
     """The problem's side of streams_weights (the plan's side needs a plan): a
     single-image Conv of the accumulation type with more than
-    STREAM_MIN_WEIGHT_BYTES of weights over at most STREAM_MAX_POSITIONS outputs."""
+    STREAM_MIN_WEIGHT_BYTES (STREAM_MIN_WEIGHT_BYTES_AVX512 on ``kernel_set``
+    "avx512") of weights over at most STREAM_MAX_POSITIONS outputs."""
     weight_bytes = (problem.out_channels * problem.cg
                     * math.prod(problem.geometry.kernel_shape) * problem.dtype.itemsize)
+    least = STREAM_MIN_WEIGHT_BYTES_AVX512 if kernel_set == "avx512" else STREAM_MIN_WEIGHT_BYTES
     return (not problem.transpose and problem.dtype == accumulation and problem.batch == 1
-            and weight_bytes > STREAM_MIN_WEIGHT_BYTES
+            and weight_bytes > least
             and math.prod(problem.geometry.output_shape) <= STREAM_MAX_POSITIONS)
 
 
@@ -532,7 +543,7 @@ def streams_weights(problem, decision, plan, w_strides):
     kernel = problem.geometry.kernel_shape
     taps = math.prod(kernel)
     if (decision.engine != "gemm" or decision.kernel_set == "blas"
-            or not weights_may_stream(problem, decision.accumulation)
+            or not weights_may_stream(problem, decision.accumulation, decision.kernel_set)
             or len(plan.stacks) != 1):
         return False
     stack = plan.stacks[0]
@@ -1046,7 +1057,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, SUM_BLOCK_FEW_CHANNELS),
         transposed=(bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED)
                     and (name not in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY
-                         or weights_may_stream(problem, accumulation))),
+                         or weights_may_stream(problem, accumulation, name))),
         packs_b=packs and kernels.has(SET_PACK),
         half_panels=half,
     )
@@ -1196,7 +1207,8 @@ def _tuning():
             PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
-            STREAM_MIN_WEIGHT_BYTES, STREAM_MAX_POSITIONS, STREAM_OUTPUT_MIN_BYTES)
+            STREAM_MIN_WEIGHT_BYTES, STREAM_MIN_WEIGHT_BYTES_AVX512, STREAM_MAX_POSITIONS,
+            STREAM_OUTPUT_MIN_BYTES)
 
 
 # Environment variables that set the default thread count, first found wins

@@ -42,6 +42,7 @@ def small_routes(monkeypatch):
     monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES", 4096)
     monkeypatch.setattr(_dispatch, "COL2IM_MIN_WEIGHT_BYTES_PER_POSITION", 64)
     monkeypatch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES", 0)
+    monkeypatch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES_AVX512", 0)
     monkeypatch.setattr(_dispatch, "STREAM_MAX_POSITIONS", 1 << 20)
 
 

@@ -22,6 +22,7 @@ TRANSPOSED = tuple(family.name for family in _dispatch.families()
 def small_weights_stream(monkeypatch):
     """The route on small, fast layers: its size limits lifted."""
     monkeypatch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES", 0)
+    monkeypatch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES_AVX512", 0)
     monkeypatch.setattr(_dispatch, "STREAM_MAX_POSITIONS", 1 << 20)
 
 
@@ -61,6 +62,7 @@ def _packed(monkeypatch, params, x, w, b):
     """The same call with the weights packed (the route closed)."""
     with monkeypatch.context() as patch:
         patch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES", 1 << 62)
+        patch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES_AVX512", 1 << 62)
         layer = Conv(**params)
         assert not _streams(layer, x.shape, w.shape, x.dtype)
         return layer.apply(x, w, b)
@@ -183,15 +185,19 @@ def test_other_weights_are_packed(whole_tiles, layout):
 
 def test_route(monkeypatch):
     monkeypatch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES", 8 << 20)
+    monkeypatch.setattr(_dispatch, "STREAM_MIN_WEIGHT_BYTES_AVX512", 2 << 20)
     monkeypatch.setattr(_dispatch, "STREAM_MAX_POSITIONS", 64)
     layer = Conv(pads=(1, 1, 1, 1))
-    if not explain(layer, (1, 512, 7, 7), (512, 512, 3, 3)).decision.blocking.transposed:
+    explanation = explain(layer, (1, 512, 7, 7), (512, 512, 3, 3))
+    if not explanation.decision.blocking.transposed:
         pytest.skip("this machine's kernel set has no transposed kernels")
     assert _streams(layer, (1, 512, 7, 7), (512, 512, 3, 3))                 # 9 MiB
     assert _streams(layer, (1, 512, 7, 7), (512, 512, 3, 3), np.float64)
     assert _streams(Conv(strides=(2, 2), pads=(1, 1, 1, 1)), (1, 512, 14, 14),
                     (1024, 512, 3, 3))                                       # 7x7 outputs
-    assert not _streams(layer, (1, 256, 7, 7), (512, 256, 3, 3))             # 4.5 MiB
+    avx512 = explanation.decision.kernel_set == "avx512"
+    assert _streams(layer, (1, 256, 7, 7), (512, 256, 3, 3)) == avx512       # 4.5 MiB
+    assert not _streams(layer, (1, 128, 7, 7), (256, 128, 3, 3))             # 1.1 MiB
     assert not _streams(layer, (1, 512, 14, 14), (512, 512, 3, 3))           # 196 outputs
     assert not _streams(layer, (2, 512, 7, 7), (512, 512, 3, 3))             # two images
     assert not _streams(layer, (1, 512, 7, 7), (512, 512, 3, 3), np.float16)
