@@ -436,8 +436,11 @@ def _run_direct(arrays, run, threads):
     # channels-last rows: the weights as (kernel position, channel) vectors
     packed = np.empty((math.prod(run.problem.geometry.kernel_shape) if layout["channels"] else 0,
                        layout["channels"]), dtype=run.decision.accumulation)
-    with _workspace.borrowed((threads, layout["floats"]), run.decision.accumulation) as workspace:
+    workspace, block = _workspace.lend((threads, layout["floats"]), run.decision.accumulation)
+    try:
         run.engine.run(arrays, workspace, scratch, packed, threads)
+    finally:
+        _workspace.give_back(block)
 
 
 # Non-finite weights whose exact contributions are added one by one after the
@@ -484,7 +487,8 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
     # per thread: the leading grid coordinates of its tile, then the image and group whose
     # window its tile buffer holds (image-window stacks; none yet) and the rows filled
     scratch = np.full((threads, len(run.axes) + 3), -1, dtype=np.intp)
-    with _workspace.borrowed((threads, plan.workspace_per_thread), accumulation) as workspace:
+    workspace, block = _workspace.lend((threads, plan.workspace_per_thread), accumulation)
+    try:
         if decision.kernel_set == "blas":
             # BLAS is called from convt's own threads: hold its pool at one thread meanwhile
             from ._blas import controller
@@ -493,6 +497,8 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
                 run.engine.run(arrays, packed, workspace, scratch, threads)
         else:
             run.engine.run(arrays, packed, workspace, scratch, threads, streamed)
+    finally:
+        _workspace.give_back(block)
     if non_finite:
         add_weight_contributions(arrays, bad, run.problem)
     return True

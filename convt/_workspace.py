@@ -10,7 +10,9 @@ fault at once, contending for the process's memory map: a 256 -> 64 1x1 Conv ove
 (0.9 MiB of workspace on 2 threads) took 190 faults and 0.79 ms per call, against 0.53 ms
 with its workspace kept (2 Zen 4 vCPUs; at 1 thread it happened not to fault).
 
-So calls borrow their workspace here and give it back.  A block is lent to one call at a
+So calls borrow their workspace here and give it back (workspaces under
+``MIN_BYTES`` come from ``np.empty``: malloc serves them from memory it reuses, and
+borrowing would cost a tiny call more than their page faults could).  A block is lent to one call at a
 time (calls from several Python threads at once get distinct blocks), and no call reads
 what its workspace held before it wrote it, as with ``np.empty``: results never depend
 on it.  At most ``KEPT_BLOCKS`` free blocks of at most ``KEPT_MAX_BYTES`` each are kept;
@@ -26,6 +28,7 @@ import numpy as np
 
 from ._locks import ForkSafeLock
 
+MIN_BYTES = 64 << 10           # smaller workspaces are plain np.empty arrays
 KEPT_BLOCKS = 2                # free blocks kept, at most: the largest
 KEPT_MAX_BYTES = 64 << 20      # larger blocks go back to the system after their call
 GRANULE = 64 << 10             # sizes rounded up to this: neighbouring sizes share blocks
@@ -35,10 +38,38 @@ _lock = ForkSafeLock()
 _free = []                     # uint8 arrays no call holds, smallest first
 
 
+def lend(shape, dtype):
+    """``(array, block)``: an uninitialised C-contiguous array of ``shape`` and
+    ``dtype`` and the kept block it lies in (None for a plain array under
+    MIN_BYTES), to pass to :func:`give_back` once the call is done with the array.
+
+    Examples
+    --------
+    >>> from convt._workspace import give_back, lend
+    >>> workspace, block = lend((2, 100000), "float32")
+    >>> workspace.shape
+    (2, 100000)
+    >>> give_back(block)
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < MIN_BYTES:
+        return np.empty(shape, dtype), None
+    block = _take(nbytes)
+    start = -block.ctypes.data % ALIGNMENT
+    return block[start:start + nbytes].view(dtype).reshape(shape), block
+
+
+def give_back(block):
+    """Keep ``block`` (from :func:`lend`; None: nothing) for later calls."""
+    if block is not None:
+        _give(block)
+
+
 @contextlib.contextmanager
 def borrowed(shape, dtype):
-    """An uninitialised C-contiguous array of ``shape`` and ``dtype``, aligned to a
-    cache line, lent for the ``with`` block: its memory may serve later calls.
+    """:func:`lend` for the ``with`` block: an uninitialised C-contiguous array of
+    ``shape`` and ``dtype`` whose memory may serve later calls.
 
     Examples
     --------
@@ -47,14 +78,11 @@ def borrowed(shape, dtype):
     ...     workspace.shape
     (2, 1000)
     """
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    block = _take(nbytes)
+    array, block = lend(shape, dtype)
     try:
-        start = -block.ctypes.data % ALIGNMENT
-        yield block[start:start + nbytes].view(dtype).reshape(shape)
+        yield array
     finally:
-        _give(block)
+        give_back(block)
 
 
 def _take(nbytes):

@@ -10,10 +10,24 @@ from convt._reference import reference_conv
 
 
 @pytest.fixture(autouse=True)
-def nothing_kept():
+def nothing_kept(monkeypatch):
+    """Every workspace lent from kept blocks, however small, and none kept before."""
+    monkeypatch.setattr(_workspace, "MIN_BYTES", 0)
     _workspace.release()
     yield
     _workspace.release()
+
+
+def test_small_workspaces_are_plain_arrays(monkeypatch):
+    monkeypatch.setattr(_workspace, "MIN_BYTES", 64 << 10)
+    small, block = _workspace.lend((2, 1000), np.float64)
+    assert block is None and small.shape == (2, 1000) and small.dtype == np.float64
+    _workspace.give_back(block)
+    assert _workspace.kept_bytes() == 0
+    large, block = _workspace.lend((2, 8192), np.float32)
+    assert block is not None and np.shares_memory(large, block)
+    _workspace.give_back(block)
+    assert _workspace.kept_bytes() == block.size
 
 
 @pytest.fixture
