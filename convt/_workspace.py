@@ -28,42 +28,55 @@ import numpy as np
 
 from ._locks import ForkSafeLock
 
-MIN_BYTES = 64 << 10           # smaller workspaces are plain np.empty arrays
+MIN_BYTES = 256 << 10          # smaller workspaces are plain np.empty arrays
 KEPT_BLOCKS = 2                # free blocks kept, at most: the largest
 KEPT_MAX_BYTES = 64 << 20      # larger blocks go back to the system after their call
 GRANULE = 64 << 10             # sizes rounded up to this: neighbouring sizes share blocks
 ALIGNMENT = 64                 # bytes: a cache line
 
 _lock = ForkSafeLock()
-_free = []                     # uint8 arrays no call holds, smallest first
+# Loans no call holds: (block, (shape, dtype) of its last view, that view).  A call
+# of the same shape gets the view again: a loop pays no slicing.
+_free = []
 
 
 def lend(shape, dtype):
-    """``(array, block)``: an uninitialised C-contiguous array of ``shape`` and
-    ``dtype`` and the kept block it lies in (None for a plain array under
-    MIN_BYTES), to pass to :func:`give_back` once the call is done with the array.
+    """``(array, loan)``: an uninitialised C-contiguous array of ``shape`` and
+    ``dtype`` and the loan of the kept block it lies in (None for a plain array
+    under MIN_BYTES), to pass to :func:`give_back` once the call is done with it.
 
     Examples
     --------
     >>> from convt._workspace import give_back, lend
-    >>> workspace, block = lend((2, 100000), "float32")
+    >>> workspace, loan = lend((2, 100000), "float32")
     >>> workspace.shape
     (2, 100000)
-    >>> give_back(block)
+    >>> give_back(loan)
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES:
         return np.empty(shape, dtype), None
-    block = _take(nbytes)
+    key = (tuple(shape), dtype)
+    loan = _take(nbytes, key)
+    if loan is not None and loan[1] == key:
+        return loan[2], loan
+    block = loan[0] if loan is not None else np.empty(
+        -(-(nbytes + ALIGNMENT) // GRANULE) * GRANULE, np.uint8)
     start = -block.ctypes.data % ALIGNMENT
-    return block[start:start + nbytes].view(dtype).reshape(shape), block
+    view = block[start:start + nbytes].view(dtype).reshape(shape)
+    return view, (block, key, view)
 
 
-def give_back(block):
-    """Keep ``block`` (from :func:`lend`; None: nothing) for later calls."""
-    if block is not None:
-        _give(block)
+def give_back(loan):
+    """Keep the block of ``loan`` (from :func:`lend`; None: nothing) for later
+    calls, dropping the smallest kept beyond KEPT_BLOCKS."""
+    if loan is None or loan[0].size > KEPT_MAX_BYTES:
+        return
+    with _lock:
+        _free.append(loan)
+        while len(_free) > KEPT_BLOCKS:  # (by index: loans hold arrays, which do not compare)
+            del _free[min(range(len(_free)), key=lambda index: _free[index][0].size)]
 
 
 @contextlib.contextmanager
@@ -78,30 +91,25 @@ def borrowed(shape, dtype):
     ...     workspace.shape
     (2, 1000)
     """
-    array, block = lend(shape, dtype)
+    array, loan = lend(shape, dtype)
     try:
         yield array
     finally:
-        give_back(block)
+        give_back(loan)
 
 
-def _take(nbytes):
-    """The smallest free block that holds ``nbytes`` aligned, else a new one."""
+def _take(nbytes, key):
+    """The free loan whose view has ``key``, else the one of the smallest block
+    that holds ``nbytes`` aligned, else None."""
     with _lock:
-        for index, block in enumerate(_free):
-            if block.size - ALIGNMENT >= nbytes:
+        best = None
+        for index, loan in enumerate(_free):
+            if loan[1] == key:
                 return _free.pop(index)
-    return np.empty(-(-(nbytes + ALIGNMENT) // GRANULE) * GRANULE, np.uint8)
-
-
-def _give(block):
-    """Keep ``block`` for later calls, dropping the smallest beyond KEPT_BLOCKS."""
-    if block.size > KEPT_MAX_BYTES:
-        return
-    with _lock:
-        _free.append(block)
-        _free.sort(key=lambda kept: kept.size)
-        del _free[:max(0, len(_free) - KEPT_BLOCKS)]
+            if loan[0].size - ALIGNMENT >= nbytes and (
+                    best is None or loan[0].size < _free[best][0].size):
+                best = index
+        return _free.pop(best) if best is not None else None
 
 
 def kept_bytes():
@@ -115,7 +123,7 @@ def kept_bytes():
     0
     """
     with _lock:
-        return sum(block.size for block in _free)
+        return sum(loan[0].size for loan in _free)
 
 
 def release():

@@ -20,28 +20,40 @@ def nothing_kept(monkeypatch):
 
 def test_small_workspaces_are_plain_arrays(monkeypatch):
     monkeypatch.setattr(_workspace, "MIN_BYTES", 64 << 10)
-    small, block = _workspace.lend((2, 1000), np.float64)
-    assert block is None and small.shape == (2, 1000) and small.dtype == np.float64
-    _workspace.give_back(block)
+    small, loan = _workspace.lend((2, 1000), np.float64)
+    assert loan is None and small.shape == (2, 1000) and small.dtype == np.float64
+    _workspace.give_back(loan)
     assert _workspace.kept_bytes() == 0
-    large, block = _workspace.lend((2, 8192), np.float32)
-    assert block is not None and np.shares_memory(large, block)
-    _workspace.give_back(block)
-    assert _workspace.kept_bytes() == block.size
+    large, loan = _workspace.lend((2, 8192), np.float32)
+    assert loan is not None and np.shares_memory(large, loan[0])
+    _workspace.give_back(loan)
+    assert _workspace.kept_bytes() == loan[0].size
+    again, _ = _workspace.lend((2, 8192), np.float32)
+    assert again is large  # the same shape: the view made before
+
+
+def test_a_kept_block_serves_other_shapes_it_holds():
+    with _workspace.borrowed((4, 1000), np.float32) as first:
+        address = first.ctypes.data
+    with _workspace.borrowed((3, 100), np.float64) as second:
+        assert second.shape == (3, 100) and second.dtype == np.float64
+        assert second.ctypes.data == address
+    with _workspace.borrowed((4, 1000), np.float32) as third:
+        assert third.ctypes.data == address and third.shape == (4, 1000)
 
 
 @pytest.fixture
 def poisoned(monkeypatch):
-    """Every lent block filled with 0xFF bytes first: NaN in every float type, so a
-    call that read its workspace before writing it would spoil its outputs."""
-    take = _workspace._take
+    """Every lent workspace filled with 0xFF bytes first: NaN in every float type, so
+    a call that read its workspace before writing it would spoil its outputs."""
+    lend = _workspace.lend
 
-    def poisoned_take(nbytes):
-        block = take(nbytes)
-        block.fill(0xFF)
-        return block
+    def poisoned_lend(shape, dtype):
+        array, loan = lend(shape, dtype)
+        array.view(np.uint8).fill(0xFF)
+        return array, loan
 
-    monkeypatch.setattr(_workspace, "_take", poisoned_take)
+    monkeypatch.setattr(_workspace, "lend", poisoned_lend)
 
 
 def test_poisoned_blocks_hold_nan(poisoned):
