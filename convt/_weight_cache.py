@@ -19,8 +19,9 @@ least recently used beyond ``CONVT_WEIGHT_CACHE_MIB`` mebibytes (default
 layer, every entry is in use, and evicting the least recent one for each new one
 would make every call miss (the evicted layer comes round again first); new
 weights are then packed for their call only, and the entries kept keep hitting
-(ResNet-50's 53 Conv layers in turn, 90 MiB of weights: 61.5 ms a pass under
-least-recently-used eviction, 52 ms with the whole network kept).  A layer keeps at most
+(ResNet-50's 53 Conv layers in turn at 2 threads, 90 MiB of weights: 61.5 ms a
+pass under least-recently-used eviction, 54 ms with this rule, 55 ms with a budget
+that holds the whole network).  A layer keeps at most
 :data:`ENTRIES_PER_PLAN` sets of weights, and no entry may take more than half
 of the budget (by default, weights up to 32 MiB: a 512 -> 1024 3x3 layer; two
 such layers stay remembered together).  Only finite weights whose elements fill
