@@ -34,6 +34,26 @@ if bfloat16 is not None:
     FINAL_ROUNDING[np.dtype(bfloat16)] = (2.0**-8, 2.0**-134)
 
 
+# ConvTranspose geometries that cross every engine's edges (with small_tiles: hundreds of
+# GEMM work items): a batched 2-D k4s2, a grouped 3-D k3s2 with output padding, a long 1-D.
+ENGINE_CASES = {
+    "2d_k4s2": dict(x=(2, 32, 20, 24), w=(32, 16, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
+    "3d_k3s2_grouped": dict(x=(1, 16, 9, 8, 10), w=(16, 4, 3, 3, 3), strides=(2, 2, 2), group=2,
+                            output_padding=(1, 1, 0)),
+    "1d_long": dict(x=(1, 24, 700), w=(24, 8, 16), strides=(8,), pads=(4, 4)),
+}
+
+
+def engine_case(name, dtype, seed):
+    """x, w, b (standard normal, in ``dtype``) and the attributes of ENGINE_CASES[name]."""
+    params = dict(ENGINE_CASES[name])
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(params.pop("x")).astype(dtype)
+    w = rng.standard_normal(params.pop("w")).astype(dtype)
+    b = rng.standard_normal(w.shape[1] * params.get("group", 1)).astype(dtype)
+    return x, w, b, params
+
+
 def run_engine(engine, x, w, b=None, num_threads=None, overrides=None, **params):
     """ConvTranspose(**params) on x, w, b through one forced engine ('direct',
     'direct-<family>', 'gemm-<kernel set>'); ``overrides`` replace decision fields."""

@@ -5,27 +5,15 @@ import os
 import numpy as np
 import pytest
 
-from _helpers import DTYPES, ENGINES, run_engine, wrap_engine_runs
+from _helpers import DTYPES, ENGINE_CASES, ENGINES, engine_case, run_engine, wrap_engine_runs
 from convt import ConvTranspose, _blas, _dispatch, _kernels
-
-CASES = {
-    "2d_k4s2": dict(x=(2, 32, 20, 24), w=(32, 16, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
-    "3d_k3s2_grouped": dict(x=(1, 16, 9, 8, 10), w=(16, 4, 3, 3, 3), strides=(2, 2, 2), group=2,
-                            output_padding=(1, 1, 0)),
-    "1d_long": dict(x=(1, 24, 700), w=(24, 8, 16), strides=(8,), pads=(4, 4)),
-}
-
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(ENGINE_CASES))
 def test_bitwise_identical_across_thread_counts(name, engine, dtype, small_tiles):
     # small_tiles: hundreds of GEMM work items, so threads really share the work.
-    spec = dict(CASES[name])
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(spec.pop("x")).astype(dtype)
-    w = rng.standard_normal(spec.pop("w")).astype(dtype)
-    b = rng.standard_normal(w.shape[1] * spec.get("group", 1)).astype(dtype)
+    x, w, b, spec = engine_case(name, dtype, seed=1)
     results = [run_engine(engine, x, w, b, num_threads=n, **spec) for n in (1, 2, 3, 7)]
     for other in results[1:]:
         assert np.array_equal(results[0].view(np.uint8), other.view(np.uint8))

@@ -4,7 +4,7 @@ bounded, and never read by a call before the call wrote it."""
 import numpy as np
 import pytest
 
-from _helpers import ENGINES, assert_matches_reference, run_engine
+from _helpers import ENGINE_CASES, ENGINES, assert_matches_reference, engine_case, run_engine
 from convt import Conv, ConvTranspose, _dispatch, _workspace, explain
 from convt._reference import reference_conv
 
@@ -107,22 +107,10 @@ def test_an_error_inside_gives_the_block_back():
     assert _workspace.kept_bytes() > 0
 
 
-TRANSPOSE_CASES = {
-    "2d_k4s2": dict(x=(2, 12, 9, 11), w=(12, 6, 4, 4), strides=(2, 2), pads=(1, 1, 1, 1)),
-    "3d_k3s2_grouped": dict(x=(1, 8, 5, 6, 7), w=(8, 3, 3, 3, 3), strides=(2, 2, 2), group=2,
-                            output_padding=(1, 0, 1)),
-    "1d_k16s8": dict(x=(2, 10, 40), w=(10, 4, 16), strides=(8,), pads=(4, 4)),
-}
-
-
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name", sorted(TRANSPOSE_CASES))
+@pytest.mark.parametrize("name", sorted(ENGINE_CASES))
 def test_results_never_depend_on_what_the_workspace_held(name, engine, poisoned, small_tiles):
-    spec = dict(TRANSPOSE_CASES[name])
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal(spec.pop("x")).astype(np.float32)
-    w = rng.standard_normal(spec.pop("w")).astype(np.float32)
-    b = rng.standard_normal(w.shape[1] * spec.get("group", 1)).astype(np.float32)
+    x, w, b, spec = engine_case(name, np.float32, seed=5)
     for threads in (1, 3):
         y = run_engine(engine, x, w, b, num_threads=threads, **spec)
         assert_matches_reference(y, x, w, b, **spec)
