@@ -138,7 +138,8 @@ MIN_TILE = 16
 # WORK_ITEMS_PER_CORE per core of the machine (os.cpu_count, not the call's
 # threads: plans never depend on the thread count, so results do not either),
 # at most MAX_WORK_ITEMS.  Every item beyond one costs: smaller tiles re-read
-# their halo, row groups repeat the tile's fill and B packing.  On 2 Zen 3
+# their halo, row groups repeat the tile's B packing (and its fill, but on a
+# thread that runs a tile's groups in turn with one K chunk).  On 2 Zen 3
 # cores (2 threads, same-process A/B) 8 items instead of 24 ran a k3 s2 Conv
 # (128 -> 256 on 56x56) 8%, a k7 Conv on 4096 samples 13%, a batched k4s2
 # vocoder 6%, dcgan k4s2 3% faster, the others within 1-2%; 4 items lost 9% on a

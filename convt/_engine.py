@@ -484,9 +484,10 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
             return False
     if plan.needs_fill:
         fill_with_bias(arrays.y, arrays.b)
-    # per thread: the leading grid coordinates of its tile, then the image and group whose
-    # window its tile buffer holds (image-window stacks; none yet) and the rows filled
-    scratch = np.full((threads, len(run.axes) + 3), -1, dtype=np.intp)
+    # per thread: the leading grid coordinates of its tile, then what its tile buffer
+    # holds (none yet; see convt/_gemm.pxi, THREAD_STATE)
+    scratch = np.full((threads, len(run.axes) + load().GEMM_THREAD_STATE), -1,
+                      dtype=np.intp)
     workspace, block = _workspace.lend((threads, plan.workspace_per_thread), accumulation)
     try:
         if decision.kernel_set == "blas":

@@ -61,6 +61,16 @@ cdef inline void blas_gemm(int m, int n, int k, acc_t* a, int lda, acc_t* b,
         blas_dgemm(&no_trans, &trans, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc)
 
 
+# Per-thread state kept in the scratch row after the tile's ndim leading grid
+# coordinates: [0, 3) what an image-window stack's buffer holds (see
+# image_window_operand), [3, 7) which tile a filled buffer holds (see
+# fill_once).  -1: nothing yet; every run starts from a fresh scratch.
+cdef enum:
+    THREAD_STATE = 7
+    FILLED_KEY = 3
+GEMM_THREAD_STATE = THREAD_STATE
+
+
 cdef TileSpan decode_tile(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
                           Py_ssize_t index, Py_ssize_t* lead) noexcept nogil:
     """Work item ``index`` of a stack: its tile's grid rows and columns, its group of
@@ -518,6 +528,34 @@ cdef inline acc_t* image_window_operand(const Gemm* g, const GemmStack* stack,
     return buffer + start
 
 
+cdef inline void forget_filled(const Gemm* g, Py_ssize_t* lead) noexcept nogil:
+    """The thread's operand buffer no longer holds a filled tile (see fill_once)."""
+    lead[g.problem.ndim + FILLED_KEY] = -1
+
+
+cdef void fill_once(const Gemm* g, const GemmStack* stack, const StackAxis* axes,
+                    const WorkItem* item, const char* x_image, Py_ssize_t c_begin,
+                    Py_ssize_t c_end, Py_ssize_t* lead, TileSpan tile,
+                    acc_t* buffer) noexcept nogil:
+    """fill_buffer, unless the thread's buffer already holds this tile: the row groups
+    of one tile are consecutive items, which one thread running them in turn (one
+    thread, or the last items) would otherwise each fill again.  Only for a single
+    K chunk (the buffer then holds every channel) of a stack without a residue
+    partner (whose fill would overwrite the buffer within the item)."""
+    cdef Py_ssize_t* key = lead + g.problem.ndim + FILLED_KEY
+    cdef Py_ssize_t stack_index = stack - g.stacks
+    cdef Py_ssize_t tile_index = item.tile // stack.row_groups
+    cdef bint whole = c_begin == 0 and c_end == g.problem.cg and stack.partner < 0
+    if (whole and key[0] == stack_index and key[1] == item.image and key[2] == item.group
+            and key[3] == tile_index):
+        return
+    fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, buffer)
+    key[0] = stack_index
+    key[1] = item.image
+    key[2] = item.group
+    key[3] = tile_index if whole else -1
+
+
 cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
                          const WorkItem* item, Py_ssize_t* lead, TileSpan tile,
                          acc_t* operand, acc_t* product, acc_t* transposed,
@@ -567,7 +605,9 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                 elif stack.gather:
                     gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
                 else:
-                    fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, operand)
+                    fill_once(g, stack, axes, item, x_image, c_begin, c_end, lead, tile, operand)
+                if stack.image_window or stack.gather:
+                    forget_filled(g, lead)
                 if stack.exact:
                     multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
                                    panel_buffer)
@@ -591,6 +631,7 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                 ld_operand = g.ops.x_strides[1]
             else:
                 gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
+                forget_filled(g, lead)
             # weights: one (rows x depth) column-major block; operand (used x k) column-major
             blas_gemm(<int>((tile.rows - 1) * stack.row_stride + tile.cols), <int>stack.rows,
                       <int>call.depth, source, <int>ld_operand,
@@ -608,10 +649,11 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
 cdef void gemm_item(const Gemm* g, const acc_t* packed, Py_ssize_t index, acc_t* workspace,
                     Py_ssize_t* lead, int slot) noexcept nogil:
     """One tile of one stack (and of its residue partner) for one image and group.
-    ``lead``: the thread's scratch, ndim + 3 entries: the tile's leading grid
-    coordinates, then for an image-window stack the image and group whose window
-    its tile buffer holds (image x groups + group; -1: none yet) and the window
-    rows [first, end) filled (see image_window_operand)."""
+    ``lead``: the thread's scratch, ndim + THREAD_STATE entries: the tile's leading
+    grid coordinates, then for an image-window stack the image and group whose
+    window its tile buffer holds (image x groups + group; -1: none yet) and the
+    window rows [first, end) filled (see image_window_operand), then the tile a
+    filled buffer holds (see fill_once)."""
     cdef const WorkItem* item = g.items + index
     cdef const GemmStack* stack = g.stacks + item.stack
     cdef const StackAxis* axes = g.stack_axes + item.stack * g.problem.ndim
@@ -663,7 +705,7 @@ cdef struct GemmJob:
     const Gemm* g
     const void* packed
     void* workspace                    # (threads, layout.per_thread) accumulation elements
-    Py_ssize_t* scratch                # (threads, ndim + 3): see gemm_item's lead
+    Py_ssize_t* scratch                # (threads, ndim + THREAD_STATE): see gemm_item's lead
 
 
 cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
@@ -672,7 +714,7 @@ cdef inline void gemm_task(const GemmJob* job, Py_ssize_t index, int slot,
     if not stopped(job.g.signals, slot):
         gemm_item(job.g, <const acc_t*>job.packed, index,
                   <acc_t*>job.workspace + slot * job.g.layout.per_thread,
-                  job.scratch + slot * (job.g.problem.ndim + 3), slot)
+                  job.scratch + slot * (job.g.problem.ndim + THREAD_STATE), slot)
         if job.g.layout.stream_output:
             convt_store_fence()  # the item's streamed rows, before the pool counts it done
 
@@ -720,7 +762,7 @@ cdef class GemmEngine:
         """Every work item, on ``arrays`` (convt._engine.Operands) with the packed
         weights, shared by up to ``num_threads`` pool threads; ``workspace`` is
         (threads, layout.per_thread) of the accumulation type and ``scratch``
-        (threads, ndim + 3) intp, its last three columns -1 (see gemm_item).  With
+        (threads, ndim + GEMM_THREAD_STATE) intp, its last columns -1 (see gemm_item).  With
         ``stream_weights`` (see streamed_weights) the
         transposed stacks read w itself and ``packed`` is not read.  Returns the
         threads that took part."""
@@ -737,8 +779,9 @@ cdef class GemmEngine:
         job.g = &g
         job.packed = data_of(packed)
         job.workspace = <void*>data_of(workspace)
-        if scratch.shape[1] < g.problem.ndim + 3 or scratch.shape[0] < num_threads:
-            raise ValueError(f"scratch must be (threads, ndim + 3); got {scratch.shape}")
+        if scratch.shape[1] != g.problem.ndim + THREAD_STATE or scratch.shape[0] < num_threads:
+            raise ValueError(f"scratch must be (threads, ndim + {THREAD_STATE}); "
+                             f"got {scratch.shape}")
         job.scratch = <Py_ssize_t*>data_of(scratch)
         with nogil:
             used = convt_run(task, &job, self.n_items, num_threads)

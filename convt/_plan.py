@@ -973,7 +973,9 @@ def gemm_plan(geometry, batch, cg, mg, groups, blocking, transpose=True):
         store_direct = exact and _stores_pairs(blocking, chunk, cg)
         # split the row blocks of a tile into groups, for a product buffer of
         # bounded size and enough work items to share; each group repeats the
-        # tile's buffer fill and panel packing, so groups keep >= 8 blocks.
+        # tile's panel packing, and its buffer fill unless the thread ran the
+        # tile's previous group (fill_once, a single K chunk), so groups keep
+        # >= 8 blocks.
         # Stacks storing straight into y have no product buffer, and a second
         # fill would cost more (sci2d_f64: 9% of the time in fills).
         def row_groups_of(tile, tiles):

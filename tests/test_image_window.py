@@ -10,12 +10,14 @@ import pytest
 from hypothesis import given, settings
 
 from convt import Conv, ConvTranspose, _dispatch, _engine, _plan, explain
-
+from convt._compiled import load
 from _conv_helpers import assert_conv_matches_reference, run_conv_engine
 from _helpers import (ENGINES, assert_matches_reference, examples, run_engine,
                       wrap_engine_runs)
 from test_conv_properties import conv_cases as forward_cases
 from test_properties import conv_cases as transpose_cases
+
+_kernels = load()
 
 # (operator, x shape, w shape, params): strided, dilated, 1-D with column tiles,
 # several images and groups, and ConvTranspose stacks of many phases
@@ -148,23 +150,24 @@ def test_windowed_conv_transpose_matches_reference(engine, case, small_tiles,
 
 
 def test_the_engine_refuses_scratch_without_room_for_the_window_state(monkeypatch):
-    """Each thread's scratch row ends with the image, group and rows its window holds:
-    a caller passing the leading coordinates alone gets an error, not a write past
-    the array."""
+    """Each thread's scratch row ends with what its tile buffer holds (the image, group
+    and rows of a window; the tile a fill holds): a caller passing the leading
+    coordinates alone gets an error, not a write past the array."""
     x = np.ones((1, 8, 12, 12), np.float32)
     w = np.ones((8, 8, 3, 3), np.float32)
     calls = []
 
     def short_scratch_first(run, arrays, packed, workspace, scratch, threads, *rest):
         calls.append(scratch.shape)
-        with pytest.raises(ValueError, match="ndim \\+ 3"):
-            run(arrays, packed, workspace, scratch[:, :-3], threads, *rest)
+        with pytest.raises(ValueError, match=f"ndim \\+ {_kernels.GEMM_THREAD_STATE}"):
+            run(arrays, packed, workspace, scratch[:, :-_kernels.GEMM_THREAD_STATE], threads,
+                *rest)
         return run(arrays, packed, workspace, scratch, threads, *rest)
 
     wrap_engine_runs(monkeypatch, short_scratch_first)
     y = Conv(pads=(1, 1, 1, 1), num_threads=1)._apply(x, w, None, engine="gemm",
                                                       backend="portable")
-    assert calls and calls[0][1] == 2 + 3
+    assert calls and calls[0][1] == 2 + _kernels.GEMM_THREAD_STATE
     assert_conv_matches_reference(y, x, w, None, pads=(1, 1, 1, 1))
 
 
