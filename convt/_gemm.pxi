@@ -545,15 +545,18 @@ cdef void fill_once(const Gemm* g, const GemmStack* stack, const StackAxis* axes
     cdef Py_ssize_t* key = lead + g.problem.ndim + FILLED_KEY
     cdef Py_ssize_t stack_index = stack - g.stacks
     cdef Py_ssize_t tile_index = item.tile // stack.row_groups
-    cdef bint whole = c_begin == 0 and c_end == g.problem.cg and stack.partner < 0
-    if (whole and key[0] == stack_index and key[1] == item.image and key[2] == item.group
+    if c_begin != 0 or c_end != g.problem.cg or stack.partner >= 0:
+        fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, buffer)
+        forget_filled(g, lead)
+        return
+    if (key[0] == stack_index and key[1] == item.image and key[2] == item.group
             and key[3] == tile_index):
         return
     fill_buffer(g, stack, axes, x_image, c_begin, c_end, lead, tile, buffer)
     key[0] = stack_index
     key[1] = item.image
     key[2] = item.group
-    key[3] = tile_index if whole else -1
+    key[3] = tile_index
 
 
 cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* packed,
@@ -602,12 +605,12 @@ cdef bint multiply_stack(const Gemm* g, const GemmStack* stack, const acc_t* pac
                 if stack.image_window:  # never exact
                     source = image_window_operand(g, stack, axes, item, c_begin, tile, lead,
                                                   operand)
+                    forget_filled(g, lead)
                 elif stack.gather:
                     gather_tile(g, stack, x_image, c_begin, c_end, lead, tile, operand)
+                    forget_filled(g, lead)
                 else:
                     fill_once(g, stack, axes, item, x_image, c_begin, c_end, lead, tile, operand)
-                if stack.image_window or stack.gather:
-                    forget_filled(g, lead)
                 if stack.exact:
                     multiply_exact(g, stack, item, lead, tile, &call, weights, operand, product,
                                    panel_buffer)

@@ -184,9 +184,9 @@ GEMMS(YD, gemm_yd_r, 0)
  * 12 broadcasts and one weight load per 12 FMAs. */
 /* Positions that follow each other (a tile's row, as most calls are) are read at
  * constant displacements from one base: with one register per position the
- * compiler ran out of general registers and moved the positions in from vector
- * registers for every FMA (10 positions: 82% of the FMA rate against 93%).
- * Either way each product and sum is the same. */
+ * compiler ran out of general registers, and a 10-position step took 27
+ * instructions (an address computed per FMA, positions moved in from vector
+ * registers) against 16.  Either way each product and sum is the same. */
 #define GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, BASE, AT)                   \
     while (k < depth) {                                                                   \
         end = k + block < depth ? k + block : depth;                                      \
