@@ -622,6 +622,12 @@ AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64, 0, NO_HALF)
 #define PLANE_STORE_f64(p, v) _mm256_storeu_pd((p), (v))
 #define PLANE_ADD_f64(a, b) _mm256_add_pd(a, b)
 #define PLANE_MADD_f64(w, x, acc) _mm256_fmadd_pd(w, x, acc)
+/* an empty asm on the vector: GCC would turn the fill's row copies into memmove
+ * calls (most rows are 4-16 vectors: the call cost more than the copy) */
+#if defined(__GNUC__) || defined(__clang__)
+#define PLANE_OPAQUE_f32(v) __asm__("" : "+x"(v))
+#define PLANE_OPAQUE_f64(v) __asm__("" : "+x"(v))
+#endif
 #include "plane_body.h"
 
 const convt_kernels_f32 convt_avx2_f32 = {
