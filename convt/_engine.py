@@ -466,6 +466,19 @@ def _packed_weights(arrays, run, threads, finite):
 _NOTHING_PACKED = (np.zeros(1, np.float32), np.zeros(1, np.float64))
 
 
+@functools.lru_cache(maxsize=64)
+def _scratch_template(threads, width):
+    return np.full((threads, width), -1, dtype=np.intp)
+
+
+def _fresh_scratch(threads, width):
+    """The GEMM engine's scratch rows, all -1: per thread, the leading grid
+    coordinates of its tile, then what its tile buffer holds (none yet; see
+    convt/_gemm.pxi, THREAD_STATE).  A copy of a kept template: numpy.full took
+    a tenth of a tiny call's fixed cost."""
+    return _scratch_template(threads, width).copy()
+
+
 def _run_gemm(arrays, run, threads, finite=True, streamed=False):
     """Run the GEMM engine; False (nothing done) if the direct engine must serve
     the call: w holds non-finite weights the GEMM cannot handle exactly.
@@ -484,10 +497,7 @@ def _run_gemm(arrays, run, threads, finite=True, streamed=False):
             return False
     if plan.needs_fill:
         fill_with_bias(arrays.y, arrays.b)
-    # per thread: the leading grid coordinates of its tile, then what its tile buffer
-    # holds (none yet; see convt/_gemm.pxi, THREAD_STATE)
-    scratch = np.full((threads, len(run.axes) + load().GEMM_THREAD_STATE), -1,
-                      dtype=np.intp)
+    scratch = _fresh_scratch(threads, len(run.axes) + load().GEMM_THREAD_STATE)
     workspace, block = _workspace.lend((threads, plan.workspace_per_thread), accumulation)
     try:
         if decision.kernel_set == "blas":
