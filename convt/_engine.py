@@ -468,7 +468,9 @@ _NOTHING_PACKED = (np.zeros(1, np.float32), np.zeros(1, np.float64))
 
 @functools.lru_cache(maxsize=64)
 def _scratch_template(threads, width):
-    return np.full((threads, width), -1, dtype=np.intp)
+    template = np.full((threads, width), -1, dtype=np.intp)
+    template.flags.writeable = False  # shared: only its copies are handed out
+    return template
 
 
 def _fresh_scratch(threads, width):

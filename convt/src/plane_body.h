@@ -223,7 +223,7 @@
                                                        const T *buffer, const T *w,       \
                                                        const T *bias, T *y)               \
     {                                                                                     \
-        enum { L = PLANE_LANES_##S };                                                     \
+        enum { L = PLANE_LANES_##S, SHARE = (SY) > 0 ? (SY) : 1 };                        \
         const ptrdiff_t width = s->width, kh = s->kernel_height, kw = s->kernel_width;    \
         const ptrdiff_t ow = s->out_width, oh = s->out_height;                            \
         const ptrdiff_t row_step = s->stride_y * width;  /* one output row further */     \
@@ -237,7 +237,7 @@
                 count = oh - oy < 8 ? oh - oy : 8;                                        \
                 t = 0;                                                                    \
                 if ((SY) > 0)                                                             \
-                    PLANE_SUMS_SHARED(S, T, 8, 1, KH, KW, (SY) > 0 ? (SY) : 1, 1)         \
+                    PLANE_SUMS_SHARED(S, T, 8, 1, KH, KW, SHARE, 1)                       \
                 else                                                                      \
                     PLANE_SUMS_BY_ROW(S, T, 8, 1, KH, KW)                                 \
                 PLANE_STORE_BLOCK(S, T, 8, 1)                                             \
@@ -249,7 +249,7 @@
             for (t = (ow - 1) / (2 * L) * (2 * L); t >= 0; t -= 2 * L) {                  \
                 PLANE_V_##S acc[4][2];                                                    \
                 if ((SY) > 0 && count == 4)                                               \
-                    PLANE_SUMS_SHARED(S, T, 4, 2, KH, KW, (SY) > 0 ? (SY) : 1, 0)         \
+                    PLANE_SUMS_SHARED(S, T, 4, 2, KH, KW, SHARE, 0)                       \
                 else                                                                      \
                     PLANE_SUMS_BY_ROW(S, T, 4, 2, KH, KW)                                 \
                 PLANE_STORE_BLOCK(S, T, 4, 2)                                             \
