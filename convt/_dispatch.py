@@ -332,6 +332,15 @@ def plane_route(problem):
 # 112x112 1.6x, 128 on 28x28 1.1-1.45x faster than the GEMM engine; on 14x14 (49
 # tiles) 64 to 512 channels 1.14-1.35x; 16 -> 16 on 128x128 0.75x; 512 on 7x7 (16
 # tiles) 0.84x: 16 MiB of weights streamed for 64 outputs per channel.
+# Stride-2 3x3 Conv layers (ResNet's downsampling) keep the GEMM engine: a stride-2
+# F(2x2, 3x3) (per axis the outer taps an F(2, 2) over every other input, the middle
+# tap one product per output: 25 products per 2x2 outputs and channel instead of
+# 36) ran 0.70-0.97x the GEMM engine's speed on 1 Zen 4 thread (best times; 128 ->
+# 256 and 128 -> 128 on 56x56, 64 -> 128 on 56x56, 64 -> 64 on 112x112, 256 -> 256
+# on 28x28, 32 -> 64 on 128x128) and tied at 2 on 128 -> 256: its transformed
+# weights, 2.8 times w, stream through L2 for every block of tiles, and
+# the transforms took 17-25% of the call, where the GEMM engine's kernels run at
+# 95% of the FMA peak.
 WINOGRAD_MIN_CHANNELS = 32      # input and output channels per group, at least
 WINOGRAD_MIN_TILES = 36         # 2x2 output tiles per image, at least
 # Small calls keep the GEMM engine: the transforms' and the driver's fixed costs
