@@ -69,6 +69,61 @@ cdef void scatter_row(const Gemm* g, const PhaseAxis* phase, const WorkItem* ite
                       bias)
 
 
+# Super-resolution heads' stride 3, vocoders' k8 s4 and k16 s8 upsamplers, FCN-8s'
+# head: their three, four or eight stacked residues written in one pass, with
+# constant strides the compiler vectorises.
+
+cdef inline void interleave_3(acc_t* y, const acc_t** rows, Py_ssize_t count,
+                              acc_t bias) noexcept nogil:
+    """y[3 t + q] = rows[q][t] + bias for t < count."""
+    cdef const acc_t* r0 = rows[0]
+    cdef const acc_t* r1 = rows[1]
+    cdef const acc_t* r2 = rows[2]
+    cdef Py_ssize_t t
+    for t in range(count):
+        y[3 * t] = r0[t] + bias
+        y[3 * t + 1] = r1[t] + bias
+        y[3 * t + 2] = r2[t] + bias
+
+
+cdef inline void interleave_4(acc_t* y, const acc_t** rows, Py_ssize_t count,
+                              acc_t bias) noexcept nogil:
+    """y[4 t + q] = rows[q][t] + bias for t < count."""
+    cdef const acc_t* r0 = rows[0]
+    cdef const acc_t* r1 = rows[1]
+    cdef const acc_t* r2 = rows[2]
+    cdef const acc_t* r3 = rows[3]
+    cdef Py_ssize_t t
+    for t in range(count):
+        y[4 * t] = r0[t] + bias
+        y[4 * t + 1] = r1[t] + bias
+        y[4 * t + 2] = r2[t] + bias
+        y[4 * t + 3] = r3[t] + bias
+
+
+cdef inline void interleave_8(acc_t* y, const acc_t** rows, Py_ssize_t count,
+                              acc_t bias) noexcept nogil:
+    """y[8 t + q] = rows[q][t] + bias for t < count."""
+    cdef const acc_t* r0 = rows[0]
+    cdef const acc_t* r1 = rows[1]
+    cdef const acc_t* r2 = rows[2]
+    cdef const acc_t* r3 = rows[3]
+    cdef const acc_t* r4 = rows[4]
+    cdef const acc_t* r5 = rows[5]
+    cdef const acc_t* r6 = rows[6]
+    cdef const acc_t* r7 = rows[7]
+    cdef Py_ssize_t t
+    for t in range(count):
+        y[8 * t] = r0[t] + bias
+        y[8 * t + 1] = r1[t] + bias
+        y[8 * t + 2] = r2[t] + bias
+        y[8 * t + 3] = r3[t] + bias
+        y[8 * t + 4] = r4[t] + bias
+        y[8 * t + 5] = r5[t] + bias
+        y[8 * t + 6] = r6[t] + bias
+        y[8 * t + 7] = r7[t] + bias
+
+
 cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows,
                             Py_ssize_t stride, Py_ssize_t count, acc_t bias) noexcept nogil:
     """y[offset + (t * stride + q) * step] = rows[q][t] + bias, for t < count and q < stride:
@@ -81,6 +136,15 @@ cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows
         interleave_run(&g.storage, g.layout.stream_output,
                        <acc_t*>element(g.ops.y, offset, storage), rows[0], rows[1], count,
                        bias)
+        return
+    if stride == 3 and step == 1 and is_accumulation(storage, rows[0]):
+        interleave_3(<acc_t*>element(g.ops.y, offset, storage), rows, count, bias)
+        return
+    if stride == 4 and step == 1 and is_accumulation(storage, rows[0]):
+        interleave_4(<acc_t*>element(g.ops.y, offset, storage), rows, count, bias)
+        return
+    if stride == 8 and step == 1 and is_accumulation(storage, rows[0]):
+        interleave_8(<acc_t*>element(g.ops.y, offset, storage), rows, count, bias)
         return
     # interleave a chunk of whole output groups, then store it as one run
     done = 0
