@@ -124,6 +124,32 @@ cdef inline void interleave_8(acc_t* y, const acc_t** rows, Py_ssize_t count,
         y[8 * t + 7] = r7[t] + bias
 
 
+cdef inline void interleave_8_of(acc_t* y, const acc_t** rows, Py_ssize_t stride,
+                                 Py_ssize_t count, acc_t bias) noexcept nogil:
+    """y[stride t + q] = rows[q][t] + bias for t < count, q < 8: eight residues of a
+    larger stride (FCN-32s' 32)."""
+    cdef const acc_t* r0 = rows[0]
+    cdef const acc_t* r1 = rows[1]
+    cdef const acc_t* r2 = rows[2]
+    cdef const acc_t* r3 = rows[3]
+    cdef const acc_t* r4 = rows[4]
+    cdef const acc_t* r5 = rows[5]
+    cdef const acc_t* r6 = rows[6]
+    cdef const acc_t* r7 = rows[7]
+    cdef Py_ssize_t t
+    cdef acc_t* out
+    for t in range(count):
+        out = y + t * stride
+        out[0] = r0[t] + bias
+        out[1] = r1[t] + bias
+        out[2] = r2[t] + bias
+        out[3] = r3[t] + bias
+        out[4] = r4[t] + bias
+        out[5] = r5[t] + bias
+        out[6] = r6[t] + bias
+        out[7] = r7[t] + bias
+
+
 cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows,
                             Py_ssize_t stride, Py_ssize_t count, acc_t bias) noexcept nogil:
     """y[offset + (t * stride + q) * step] = rows[q][t] + bias, for t < count and q < stride:
@@ -146,6 +172,11 @@ cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows
     if stride == 8 and step == 1 and is_accumulation(storage, rows[0]):
         interleave_8(<acc_t*>element(g.ops.y, offset, storage), rows, count, bias)
         return
+    if stride % 8 == 0 and step == 1 and is_accumulation(storage, rows[0]):
+        for q in range(0, stride, 8):
+            interleave_8_of(<acc_t*>element(g.ops.y, offset + q, storage), rows + q, stride,
+                            count, bias)
+        return
     # interleave a chunk of whole output groups, then store it as one run
     done = 0
     while done < count:
@@ -161,6 +192,11 @@ cdef void store_interleaved(const Gemm* g, Py_ssize_t offset, const acc_t** rows
         store_run(&g.storage, <char*>element(g.ops.y, offset + done * stride * step, storage),
                   step, merged, chunk * stride, bias)
         done = done + chunk
+
+
+cdef enum:
+    # last-axis residues a stack interleaves, at most (convt._plan.MAX_SIBLINGS)
+    MAX_SIBLINGS = 64
 
 
 cdef void scatter_siblings(const Gemm* g, const GemmStack* stack, const PhaseAxis* first,
@@ -180,8 +216,8 @@ cdef void scatter_siblings(const Gemm* g, const GemmStack* stack, const PhaseAxi
     cdef Py_ssize_t t_end = tile.x + tile.cols  # any upper bound
     cdef Py_ssize_t q, r, base, offset, count
     cdef const PhaseAxis* phase
-    cdef const acc_t* rows[16]
-    cdef const acc_t* at[16]
+    cdef const acc_t* rows[MAX_SIBLINGS]
+    cdef const acc_t* at[MAX_SIBLINGS]
     cdef acc_t bias = bias_of(&g.storage, g.ops.bias, channel, source)
     for q in range(stride):
         phase = first + q * ndim
@@ -329,7 +365,8 @@ cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* it
         rho = row_phase(row, g.problem.mg, siblings, &m)
         phase = phases + rho * ndim
         source = product + (row - tile.first_row) * stack.columns
-        if stack.interleave and row % siblings == 0 and row + siblings <= tile.end_row:
+        if (stack.interleave and siblings <= MAX_SIBLINGS and row % siblings == 0
+                and row + siblings <= tile.end_row):
             scatter_siblings(g, stack, phase, item, item.group * g.problem.mg + m, lead, tile,
                              source, stack.columns)
             row = row + siblings
