@@ -403,13 +403,13 @@ HEIGHT_MIN_GAIN = 0.01
 # them on every call: that lost 2% on 2 threads.
 IMAGE_WINDOW_MIN_COPIES = 1.5
 IMAGE_WINDOW_MAX_BYTES = 4 << 20
+IMAGE_WINDOW_MIN_WORK = 1 << 22
 # A stack holding every residue of its last axis has them written to y together,
 # each output row front to back (scatter_siblings, whose arrays hold this many).
 # FCN-32s' head (k64 s32, 21 channels on 16x16) spent 31% of its time in one
 # strided pass per residue; written together, eight residues at a time, it ran
 # 1.10x faster (1 Zen 4 thread, best 16.1-16.3 -> 14.7 ms).
 MAX_SIBLINGS = 64
-IMAGE_WINDOW_MIN_WORK = 1 << 22
 
 
 def _choose_tile(extents, reach, chunk, taps, panel, budget, blocking):
