@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from convt import _engine, _plan
+from convt._compiled import load
 
 from _helpers import ENGINES, assert_matches_reference, case_operands, plan_of, run_engine
 
@@ -59,3 +60,7 @@ def test_more_residues_than_the_limit_are_written_one_by_one(monkeypatch):
         _engine._execution.cache_clear()
     np.testing.assert_array_equal(together, separate)
     assert_matches_reference(separate, x, w, b, **params)
+
+
+def test_plans_interleave_no_more_residues_than_the_scatter_holds():
+    assert _plan.MAX_SIBLINGS == load().SCATTER_MAX_SIBLINGS
