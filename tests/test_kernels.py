@@ -143,7 +143,7 @@ def _call_gemm(spec, family, kernel, ldc, c_in):
                      for i in range(spec.rows)])
 
 
-DEPTH_BLOCKS = [(1, 32), (3, 1), (17, 7), (100, 32), (257, 64)]
+DEPTH_BLOCKS = [(1, 32), (3, 1), (24, 24), (17, 7), (100, 32), (257, 64)]
 
 
 @pytest.mark.parametrize("acc", ACCUMULATIONS)

@@ -86,6 +86,23 @@
         for (i = 0; i < (ROWS); ++i)                                                      \
             total[i] = accumulate ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)) : SETZERO();
 
+/* A call of one block (depth <= block), summed from zero into SUMS: the same
+ * arithmetic as BLOCKED_TOTALS.  Its own path, taken when C's rows do not start
+ * the sums, because GCC keeps BLOCKED_TOTALS' totals on the stack, storing and
+ * reloading every one of them once per block: 40% of a 10-step call's time (a
+ * one-channel Conv's taps).  Each kernel stores SUMS by its own copy of its
+ * store code, for the same reason. */
+#define ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                 \
+    V SUMS[ROWS];                                                                         \
+    ptrdiff_t k;                                                                          \
+    for (i = 0; i < (ROWS); ++i) SUMS[i] = SETZERO();                                     \
+    for (k = 0; k < depth; ++k, a += (ROWS)) {                                            \
+        V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));            \
+        KEEP                                                                              \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            SUMS[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, SUMS[i]);                     \
+    }
+
 /* PACK: also copy each B row read to pack_to + k W, 64-byte aligned, for the
  * panel's other row blocks (gemm_pack). */
 #define DEFINE_GEMM(NAME, ROWS, PACK, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)         \
@@ -96,6 +113,13 @@
         V total[ROWS];                                                                    \
         int i;                                                                            \
         (void)pack_to;                                                                    \
+        if (!accumulate && depth > 0 && depth <= block) {                                 \
+            ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, 0,                               \
+                      if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);, \
+                      sums)                                                               \
+            for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, sums[i]);                     \
+            return;                                                                       \
+        }                                                                                 \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                         \
                        START_FROM_C(ROWS, LOAD, SETZERO, 0),                              \
                        if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);) \
@@ -110,6 +134,11 @@
     {                                                                                     \
         V total[ROWS];                                                                    \
         int i;                                                                            \
+        if (!accumulate && depth > 0 && depth <= block) {                                 \
+            ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)                 \
+            for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), sums[i]); \
+            return;                                                                       \
+        }                                                                                 \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
                        START_FROM_C(ROWS, LOAD, SETZERO, sibling), )                      \
         DEPTHLESS(ROWS, LOAD, SETZERO, sibling)                                           \
@@ -119,6 +148,21 @@
 /* Storing pairs: the sums v of rows 2j and 2j + 1 are the even and odd outputs
  * of one channel; interleaved in registers, then y = v + bias or y = y + v,
  * rounded once to the storage type (YLOAD widens, YSTORE rounds). */
+#define PAIR_STORE_ROWS(ROWS, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, SUMS) \
+    for (i = 0; i < (ROWS); i += 2) {                                                     \
+        YT *row = (YT *)y + (i / 2) * ldy;                                                \
+        V low = PERMUTE(SUMS[i], LOW, SUMS[i + 1]);                                       \
+        V high = PERMUTE(SUMS[i], HIGH, SUMS[i + 1]);                                     \
+        if (accumulate) {                                                                 \
+            low = ADD(YLOAD(row), low);                                                   \
+            high = ADD(YLOAD(row + (W)), high);                                           \
+        } else if (bias) {                                                                \
+            low = ADD(low, SET1(bias[i / 2]));                                            \
+            high = ADD(high, SET1(bias[i / 2]));                                          \
+        }                                                                                 \
+        YSTORE(row, low);                                                                 \
+        YSTORE(row + (W), high);                                                          \
+    }
 #define DEFINE_PAIR_STORE(NAME, ROWS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE, SET1,     \
                           FMA, ADD, PERMUTE, LOW, HIGH)                                   \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
@@ -127,23 +171,17 @@
     {                                                                                     \
         V total[ROWS];                                                                    \
         int i;                                                                            \
+        if (depth > 0 && depth <= block) {                                                \
+            ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)                 \
+            PAIR_STORE_ROWS(ROWS, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW,  \
+                            HIGH, sums)                                                   \
+            return;                                                                       \
+        }                                                                                 \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling, , )               \
         if (depth < 1)                                                                    \
             for (i = 0; i < (ROWS); ++i) total[i] = SETZERO(); /* sums of nothing */      \
-        for (i = 0; i < (ROWS); i += 2) {                                                 \
-            YT *row = (YT *)y + (i / 2) * ldy;                                            \
-            V low = PERMUTE(total[i], LOW, total[i + 1]);                                 \
-            V high = PERMUTE(total[i], HIGH, total[i + 1]);                               \
-            if (accumulate) {                                                             \
-                low = ADD(YLOAD(row), low);                                               \
-                high = ADD(YLOAD(row + (W)), high);                                       \
-            } else if (bias) {                                                            \
-                low = ADD(low, SET1(bias[i / 2]));                                        \
-                high = ADD(high, SET1(bias[i / 2]));                                      \
-            }                                                                             \
-            YSTORE(row, low);                                                             \
-            YSTORE(row + (W), high);                                                      \
-        }                                                                                 \
+        PAIR_STORE_ROWS(ROWS, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, \
+                        total)                                                            \
     }
 
 /* Vector flavours: full (512-bit) and half (256-bit) width, float and double. */

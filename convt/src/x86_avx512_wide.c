@@ -62,6 +62,28 @@
                 ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0) + j * (W)) : SETZERO();    \
     first = !accumulate;
 
+/* A call of one block (depth <= block), summed from zero into SUMS: the same
+ * arithmetic as BLOCKED_TOTALS, on a path of its own (see x86_avx512.c's
+ * ONE_BLOCK: the compiler keeps the totals of the general path in memory). */
+#define ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)         \
+    V SUMS[ROWS][VECS];                                                                   \
+    ptrdiff_t k;                                                                          \
+    for (i = 0; i < (ROWS); ++i)                                                          \
+        for (j = 0; j < (VECS); ++j) SUMS[i][j] = SETZERO();                              \
+    for (k = 0; k < depth; ++k, a += (ROWS)) {                                            \
+        V even[VECS], odd[VECS];                                                          \
+        for (j = 0; j < (VECS); ++j) {                                                    \
+            even[j] = LOAD(b + offsets[k] + j * (W));                                     \
+            odd[j] = LOAD(b + offsets[k] + (SIBLING) + j * (W));                          \
+        }                                                                                 \
+        KEEP                                                                              \
+        for (i = 0; i < (ROWS); ++i) {                                                    \
+            V weight = SET1(a[i]);                                                        \
+            for (j = 0; j < (VECS); ++j)                                                  \
+                SUMS[i][j] = FMA(weight, (i & 1) ? odd[j] : even[j], SUMS[i][j]);         \
+        }                                                                                 \
+    }
+
 /* PACK: also copy each step's B vectors to pack_to + k VECS W, 64-byte
  * aligned, for the panel's other row blocks (gemm_pack). */
 #define DEFINE_GEMM(NAME, ROWS, PACK, VECS, T, V, W, SETZERO, LOAD, STORE, SET1, FMA, ADD) \
@@ -72,6 +94,14 @@
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
         (void)pack_to;                                                                    \
+        if (!accumulate && depth > 0 && depth <= block) {                                 \
+            ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, 0,                      \
+                      if (PACK) for (j = 0; j < (VECS); ++j)                              \
+                          STORE(pack_to + (k * (VECS) + j) * (W), even[j]);, sums)        \
+            for (i = 0; i < (ROWS); ++i)                                                  \
+                for (j = 0; j < (VECS); ++j) STORE(c + i * ldc + j * (W), sums[i][j]);    \
+            return;                                                                       \
+        }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                \
                        START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, 0),                     \
                        if (PACK) for (j = 0; j < (VECS); ++j)                             \
@@ -87,6 +117,13 @@
     {                                                                                     \
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
+        if (!accumulate && depth > 0 && depth <= block) {                                 \
+            ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)        \
+            for (i = 0; i < (ROWS); ++i)                                                  \
+                for (j = 0; j < (VECS); ++j)                                              \
+                    STORE(c + i * ldc + ((i & 1) ? sibling : 0) + j * (W), sums[i][j]);   \
+            return;                                                                       \
+        }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
                        START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, sibling), )             \
         for (i = 0; i < (ROWS); ++i)                                                      \
@@ -98,6 +135,25 @@
  * of one channel; vector j of each, interleaved in registers, makes outputs
  * 2 j W .. 2 (j + 1) W; then y = v + bias or y = y + v, rounded once to the
  * storage type (YLOAD widens, YSTORE rounds). */
+#define PAIR_STORE_ROWS(ROWS, VECS, YT, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, \
+                        SUMS)                                                             \
+    for (i = 0; i < (ROWS); i += 2) {                                                     \
+        YT *row = (YT *)y + (i / 2) * ldy;                                                \
+        for (j = 0; j < (VECS); ++j) {                                                    \
+            YT *out = row + 2 * j * (W);                                                  \
+            V low = PERMUTE(SUMS[i][j], LOW, SUMS[i + 1][j]);                             \
+            V high = PERMUTE(SUMS[i][j], HIGH, SUMS[i + 1][j]);                           \
+            if (accumulate) {                                                             \
+                low = ADD(YLOAD(out), low);                                               \
+                high = ADD(YLOAD(out + (W)), high);                                       \
+            } else if (bias) {                                                            \
+                low = ADD(low, SET1(bias[i / 2]));                                        \
+                high = ADD(high, SET1(bias[i / 2]));                                      \
+            }                                                                             \
+            YSTORE(out, low);                                                             \
+            YSTORE(out + (W), high);                                                      \
+        }                                                                                 \
+    }
 #define DEFINE_PAIR_STORE(NAME, ROWS, VECS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE,     \
                           SET1, FMA, ADD, PERMUTE, LOW, HIGH)                             \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
@@ -106,26 +162,17 @@
     {                                                                                     \
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
+        if (depth > 0 && depth <= block) {                                                \
+            ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)        \
+            PAIR_STORE_ROWS(ROWS, VECS, YT, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW,  \
+                            HIGH, sums)                                                   \
+            return;                                                                       \
+        }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
                        for (i = 0; i < (ROWS); ++i)                                       \
                            for (j = 0; j < (VECS); ++j) total[i][j] = SETZERO();, )       \
-        for (i = 0; i < (ROWS); i += 2) {                                                 \
-            YT *row = (YT *)y + (i / 2) * ldy;                                            \
-            for (j = 0; j < (VECS); ++j) {                                                \
-                YT *out = row + 2 * j * (W);                                              \
-                V low = PERMUTE(total[i][j], LOW, total[i + 1][j]);                       \
-                V high = PERMUTE(total[i][j], HIGH, total[i + 1][j]);                     \
-                if (accumulate) {                                                         \
-                    low = ADD(YLOAD(out), low);                                           \
-                    high = ADD(YLOAD(out + (W)), high);                                   \
-                } else if (bias) {                                                        \
-                    low = ADD(low, SET1(bias[i / 2]));                                    \
-                    high = ADD(high, SET1(bias[i / 2]));                                  \
-                }                                                                         \
-                YSTORE(out, low);                                                         \
-                YSTORE(out + (W), high);                                                  \
-            }                                                                             \
-        }                                                                                 \
+        PAIR_STORE_ROWS(ROWS, VECS, YT, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, \
+                        total)                                                            \
     }
 
 /* Vector flavours (type, vector, lanes, then the operations). */
