@@ -466,6 +466,22 @@ def test_k_chunks_are_cut_into_blocks_of_equal_length(layer, x_shape, w_shape, n
                for stack in stacks)
 
 
+@pytest.mark.parametrize("layer, x_shape, w_shape", [
+    (ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1)), (1, 16, 64, 64), (16, 16, 4, 4)),
+    (Conv(pads=(1, 1, 1, 1)), (1, 16, 64, 64), (16, 16, 3, 3)),
+    (Conv(strides=(2, 2), pads=(1, 1, 1, 1)), (1, 128, 28, 28), (256, 128, 3, 3)),
+])
+def test_float64_sums_each_k_chunk_as_one_block(layer, x_shape, w_shape):
+    """float64 needs no blocked sums for its error: each K chunk (one kernel call) is
+    one block, which the kernels sum in registers; float32 keeps its blocks."""
+    stacks = explain(layer, x_shape, w_shape, "float64").plan.stacks
+    assert all(int(stack["sum_block"]) == int(stack["chunk"] * stack["taps"])
+               for stack in stacks)
+    stacks32 = explain(layer, x_shape, w_shape, "float32").plan.stacks
+    assert all(int(stack["sum_block"]) <= _dispatch.SUM_BLOCK_DEEP * 3 // 2
+               for stack in stacks32)
+
+
 def test_chunks_under_one_and_a_half_blocks_keep_a_second_block():
     """A grouped 3x3 Conv over 4 channels per group sums 36 steps: one block of 36 would
     be no blocking at all (its float32 error rose 7% in RMS), so it keeps 32 + 4."""
