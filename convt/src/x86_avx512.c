@@ -39,18 +39,19 @@
 
 /* total[i] = c's row (accumulate) or the first block sum, plus each next block
  * sum (see kernel_set.h); odd rows read B `sibling` positions further.  START
- * gives total its first value only when accumulating (setting `first` to 0):
- * otherwise the first block's sums become the totals, so the totals are never
- * filled with zeros first, which the compiler did through memory (a rep stos
- * and reloads that cost a third of a 64-step float64 call).  A call of no
- * steps leaves total to the caller (DEPTHLESS). */
+ * sets the totals: c's rows, or -0.0, the additive identity (-0 + x is x for
+ * every x, +0 and -0 included), so every block sum is added, the first one
+ * too, with the same result as taking it for the totals.  One loop and no flag:
+ * with a flag choosing copy or add (and a loop filling totals with zeros)
+ * GCC kept the totals on the stack, storing and reloading every one of them
+ * once per block.  The loop runs at least once: calls of no steps return
+ * before (NO_STEPS), so that no path skipping it merges with it either. */
 #define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP)      \
     {                                                                                     \
         V acc[ROWS];                                                                      \
         ptrdiff_t k = 0, end;                                                             \
-        int first = 1;                                                                    \
         START                                                                             \
-        while (k < depth) {                                                               \
+        do {                                                                              \
             end = k + block < depth ? k + block : depth;                                  \
             for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                              \
             for (; k < end; ++k, a += (ROWS)) {                                           \
@@ -59,39 +60,50 @@
                 for (i = 0; i < (ROWS); ++i)                                              \
                     acc[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, acc[i]);               \
             }                                                                             \
-            FOLD_BLOCK(ROWS, ADD)                                                         \
-        }                                                                                 \
+            for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);                \
+        } while (k < depth);                                                              \
     }
 
-/* A block's sums acc[] into the totals: they become the totals after the first
- * block (unless c's rows started them), are added to them after each later one. */
-#define FOLD_BLOCK(ROWS, ADD)                                                             \
-    if (first)                                                                            \
-        for (i = 0; i < (ROWS); ++i) total[i] = acc[i];                                   \
-    else                                                                                  \
-        for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);                    \
-    first = 0;
+/* 64 bytes of -0.0, floats or doubles: the identity the totals start from, read
+ * by the vector loads, so that the start is chosen by address (no branch for the
+ * compiler to merge the totals through memory). */
+static const float NEGATIVE_ZEROS_F32[16] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
+                                             -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
+                                             -0.0f, -0.0f};
+static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0};
+#define IDENTITY_LANES(T_SIZE)                                                            \
+    ((T_SIZE) == 4 ? (const void *)NEGATIVE_ZEROS_F32 : (const void *)NEGATIVE_ZEROS_F64)
 
-/* Start from c's rows when accumulating. */
-#define START_FROM_C(ROWS, LOAD, SETZERO, SIBLING)                                        \
-    if (accumulate) {                                                                     \
-        for (i = 0; i < (ROWS); ++i) total[i] = LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)); \
-        first = 0;                                                                        \
+/* A call of no steps (never made by the engines; kernel_set.h defines it): c's
+ * rows stay, or become zeros. */
+#define NO_STEPS(ROWS, STORE, SETZERO, SIBLING)                                           \
+    if (depth < 1) {                                                                      \
+        if (!accumulate)                                                                  \
+            for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? (SIBLING) : 0), SETZERO()); \
+        return;                                                                           \
     }
 
-/* The totals of a call of no steps: c's rows or zeros (never taken by the engines,
- * which call with depth >= 1; kernel_set.h defines it). */
-#define DEPTHLESS(ROWS, LOAD, SETZERO, SIBLING)                                           \
-    if (depth < 1)                                                                        \
+/* The totals start from c's rows when accumulating, else from the identity: one
+ * load per row from an address chosen in scalar registers. */
+#define START_FROM_C(ROWS, LOAD, SIBLING)                                                 \
+    {                                                                                     \
+        const char *from = accumulate ? (const char *)c : (const char *)IDENTITY_LANES(sizeof *c); \
+        ptrdiff_t row_step = accumulate ? ldc * (ptrdiff_t)sizeof *c : 0;                 \
+        ptrdiff_t odd_step = accumulate ? (SIBLING) * (ptrdiff_t)sizeof *c : 0;           \
         for (i = 0; i < (ROWS); ++i)                                                      \
-            total[i] = accumulate ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0)) : SETZERO();
+            total[i] = LOAD((const void *)(from + i * row_step + ((i & 1) ? odd_step : 0))); \
+    }
+/* The totals start from the identity (a pair_store's sums start from zero). */
+#define START_FROM_IDENTITY(ROWS, LOAD, T_SIZE)                                           \
+    {                                                                                     \
+        const void *identity = IDENTITY_LANES(T_SIZE);                                    \
+        for (i = 0; i < (ROWS); ++i) total[i] = LOAD(identity);                           \
+    }
 
-/* A call of one block (depth <= block), summed from zero into SUMS: the same
- * arithmetic as BLOCKED_TOTALS.  Its own path, taken when C's rows do not start
- * the sums, because GCC keeps BLOCKED_TOTALS' totals on the stack, storing and
- * reloading every one of them once per block: 40% of a 10-step call's time (a
- * one-channel Conv's taps).  Each kernel stores SUMS by its own copy of its
- * store code, for the same reason. */
+/* A call of one block, not accumulating, summed from zero into SUMS: the same
+ * arithmetic as BLOCKED_TOTALS without its start and last addition (a tenth of
+ * a 10-step call: a one-channel Conv's taps), on a path of its own that
+ * returns, so that it never merges with BLOCKED_TOTALS'. */
 #define ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                 \
     V SUMS[ROWS];                                                                         \
     ptrdiff_t k;                                                                          \
@@ -113,7 +125,8 @@
         V total[ROWS];                                                                    \
         int i;                                                                            \
         (void)pack_to;                                                                    \
-        if (!accumulate && depth > 0 && depth <= block) {                                 \
+        NO_STEPS(ROWS, STORE, SETZERO, 0)                                                 \
+        if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, 0,                               \
                       if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);, \
                       sums)                                                               \
@@ -121,9 +134,8 @@
             return;                                                                       \
         }                                                                                 \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                         \
-                       START_FROM_C(ROWS, LOAD, SETZERO, 0),                              \
+                       START_FROM_C(ROWS, LOAD, 0),                                       \
                        if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);) \
-        DEPTHLESS(ROWS, LOAD, SETZERO, 0)                                                 \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, total[i]);                        \
     }
 
@@ -134,35 +146,20 @@
     {                                                                                     \
         V total[ROWS];                                                                    \
         int i;                                                                            \
-        if (!accumulate && depth > 0 && depth <= block) {                                 \
+        NO_STEPS(ROWS, STORE, SETZERO, sibling)                                           \
+        if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)                 \
             for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), sums[i]); \
             return;                                                                       \
         }                                                                                 \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
-                       START_FROM_C(ROWS, LOAD, SETZERO, sibling), )                      \
-        DEPTHLESS(ROWS, LOAD, SETZERO, sibling)                                           \
+                       START_FROM_C(ROWS, LOAD, sibling), )                               \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), total[i]); \
     }
 
 /* Storing pairs: the sums v of rows 2j and 2j + 1 are the even and odd outputs
  * of one channel; interleaved in registers, then y = v + bias or y = y + v,
  * rounded once to the storage type (YLOAD widens, YSTORE rounds). */
-#define PAIR_STORE_ROWS(ROWS, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, SUMS) \
-    for (i = 0; i < (ROWS); i += 2) {                                                     \
-        YT *row = (YT *)y + (i / 2) * ldy;                                                \
-        V low = PERMUTE(SUMS[i], LOW, SUMS[i + 1]);                                       \
-        V high = PERMUTE(SUMS[i], HIGH, SUMS[i + 1]);                                     \
-        if (accumulate) {                                                                 \
-            low = ADD(YLOAD(row), low);                                                   \
-            high = ADD(YLOAD(row + (W)), high);                                           \
-        } else if (bias) {                                                                \
-            low = ADD(low, SET1(bias[i / 2]));                                            \
-            high = ADD(high, SET1(bias[i / 2]));                                          \
-        }                                                                                 \
-        YSTORE(row, low);                                                                 \
-        YSTORE(row + (W), high);                                                          \
-    }
 #define DEFINE_PAIR_STORE(NAME, ROWS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE, SET1,     \
                           FMA, ADD, PERMUTE, LOW, HIGH)                                   \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
@@ -171,17 +168,22 @@
     {                                                                                     \
         V total[ROWS];                                                                    \
         int i;                                                                            \
-        if (depth > 0 && depth <= block) {                                                \
-            ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)                 \
-            PAIR_STORE_ROWS(ROWS, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW,  \
-                            HIGH, sums)                                                   \
-            return;                                                                       \
+        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
+                       START_FROM_IDENTITY(ROWS, LOAD, sizeof(T)), )                      \
+        for (i = 0; i < (ROWS); i += 2) {                                                 \
+            YT *row = (YT *)y + (i / 2) * ldy;                                            \
+            V low = PERMUTE(total[i], LOW, total[i + 1]);                                 \
+            V high = PERMUTE(total[i], HIGH, total[i + 1]);                               \
+            if (accumulate) {                                                             \
+                low = ADD(YLOAD(row), low);                                               \
+                high = ADD(YLOAD(row + (W)), high);                                       \
+            } else if (bias) {                                                            \
+                low = ADD(low, SET1(bias[i / 2]));                                        \
+                high = ADD(high, SET1(bias[i / 2]));                                      \
+            }                                                                             \
+            YSTORE(row, low);                                                             \
+            YSTORE(row + (W), high);                                                      \
         }                                                                                 \
-        BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling, , )               \
-        if (depth < 1)                                                                    \
-            for (i = 0; i < (ROWS); ++i) total[i] = SETZERO(); /* sums of nothing */      \
-        PAIR_STORE_ROWS(ROWS, YT, V, W, LOAD, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, \
-                        total)                                                            \
     }
 
 /* Vector flavours: full (512-bit) and half (256-bit) width, float and double. */
@@ -226,7 +228,7 @@ GEMMS(YD, gemm_yd_r, 0)
  * instructions (an address computed per FMA, positions moved in from vector
  * registers) against 16.  Either way each product and sum is the same. */
 #define GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, BASE, AT)                   \
-    while (k < depth) {                                                                   \
+    do {                                                                                  \
         end = k + block < depth ? k + block : depth;                                      \
         for (i = 0; i < (P); ++i) acc[i] = SETZERO();                                     \
         for (; k < end; ++k, a += LANES) {                                                \
@@ -234,8 +236,8 @@ GEMMS(YD, gemm_yd_r, 0)
             V weights = LOAD(a);                                                          \
             for (i = 0; i < (P); ++i) acc[i] = FMA(weights, SET1(row[AT]), acc[i]);       \
         }                                                                                 \
-        FOLD_BLOCK(P, ADD)                                                                \
-    }
+        for (i = 0; i < (P); ++i) total[i] = ADD(total[i], acc[i]);                       \
+    } while (k < depth);
 #define DEFINE_GEMM_T(NAME, P, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)                \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
                             const ptrdiff_t *offsets, const ptrdiff_t *positions, T *c,   \
@@ -244,19 +246,19 @@ GEMMS(YD, gemm_yd_r, 0)
         enum { LANES = sizeof(V) / sizeof(T) };                                           \
         V total[P], acc[P];                                                               \
         ptrdiff_t at[P], k = 0, end;                                                      \
-        int i, first = 1, consecutive = 1;                                                \
+        int i, consecutive = 1;                                                           \
+        NO_STEPS(P, STORE, SETZERO, 0)                                                    \
         for (i = 0; i < (P); ++i) {                                                       \
             at[i] = positions[i];                                                         \
             consecutive &= at[i] == positions[0] + i;                                     \
         }                                                                                 \
-        START_FROM_C(P, LOAD, SETZERO, 0)                                                 \
+        START_FROM_C(P, LOAD, 0)                                                          \
         if (consecutive) {                                                                \
             const T *base = b + positions[0];                                             \
             GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, base, i)                \
         } else {                                                                          \
             GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, b, at[i])               \
         }                                                                                 \
-        DEPTHLESS(P, LOAD, SETZERO, 0)                                                    \
         for (i = 0; i < (P); ++i) STORE(c + i * ldc, total[i]);                           \
     }
 #define GEMMS_T(FLAVOUR, P)                                                               \
