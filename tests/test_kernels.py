@@ -456,6 +456,36 @@ def test_pair_store_kernels_match_the_reference(family, acc):
 
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
+def test_sums_that_round_to_negative_zero_keep_their_sign(family, acc):
+    """Products too small to represent round to -0, so every block sums to -0: the
+    totals must be -0 too (the kernels start them from -0.0, the additive identity,
+    where the definition takes the first block sum), over one block and several,
+    and +0 when C's rows (+0) start them.  Fused sets only: a set that rounds each
+    product first adds -0 to the +0 it starts a block from."""
+    kernels = _kernel_set(family, acc)
+    if not kernels.has(_dispatch.SET_FUSED):
+        pytest.skip(f"{family} rounds products apart (not fused)")
+    root = np.sqrt(np.finfo(acc).smallest_subnormal)
+    for kernel, sibling in (("gemm", 0), ("pair", 3)):
+        if kernel == "pair" and not kernels.has(_dispatch.SET_PAIRS):
+            continue
+        for depth, block in ((5, 8), (24, 8), (3, 1)):
+            for accumulate in (0, 1):
+                spec = _gemm_spec(np.random.default_rng(0), acc, 2, kernels.nr, depth, block,
+                                  "varying", sibling)
+                spec.a[:] = -root / 4
+                spec.b[:] = root / 4  # a b: a sixteenth of the least subnormal, -0
+                spec.accumulate = accumulate
+                ldc = kernels.nr + sibling + 2
+                c_in = np.zeros((spec.rows - 1) * ldc + sibling + kernels.nr, acc)
+                for name in ("reference", family):
+                    got = _call_gemm(spec, name, kernel, ldc, c_in)
+                    assert np.all(got == 0)
+                    assert np.all(np.signbit(got) != bool(accumulate)), (name, kernel, depth)
+
+
+@pytest.mark.parametrize("acc", ACCUMULATIONS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_row_kernels_match_the_reference(family, acc):
     kernels = _kernel_set(family, acc)
     fused = kernels.has(_dispatch.SET_FUSED)
