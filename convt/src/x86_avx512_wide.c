@@ -23,14 +23,16 @@
 /* total[i][j] = c's row (accumulate) or the first block sum, plus each next
  * block sum (see kernel_set.h), over VECS vectors of W elements; odd rows read
  * B `sibling` positions further.  KEEP runs once per step, after the step's B
- * vectors (even[], odd[]) are read. */
+ * vectors (even[], odd[]) are read.  As in x86_avx512.c: the totals start from
+ * c's rows or from -0.0 (the additive identity) and every block is added, one
+ * loop that runs at least once (calls of no steps return first, NO_STEPS), so
+ * that no flag or merge of paths sends the totals through memory. */
 #define BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP) \
     {                                                                                     \
         V acc[ROWS][VECS];                                                                \
         ptrdiff_t k = 0, end;                                                             \
-        int first = 1;                                                                    \
         START                                                                             \
-        while (k < depth) {                                                               \
+        do {                                                                              \
             end = k + block < depth ? k + block : depth;                                  \
             for (i = 0; i < (ROWS); ++i)                                                  \
                 for (j = 0; j < (VECS); ++j) acc[i][j] = SETZERO();                       \
@@ -48,23 +50,51 @@
                 }                                                                         \
             }                                                                             \
             for (i = 0; i < (ROWS); ++i)                                                  \
-                for (j = 0; j < (VECS); ++j)                                              \
-                    total[i][j] = first ? acc[i][j] : ADD(total[i][j], acc[i][j]);        \
-            first = 0;                                                                    \
-        }                                                                                 \
+                for (j = 0; j < (VECS); ++j) total[i][j] = ADD(total[i][j], acc[i][j]);   \
+        } while (k < depth);                                                              \
     }
 
-/* Start from c's rows when accumulating. */
-#define START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, SIBLING)                               \
-    for (i = 0; i < (ROWS); ++i)                                                          \
-        for (j = 0; j < (VECS); ++j)                                                      \
-            total[i][j] = accumulate                                                      \
-                ? LOAD(c + i * ldc + ((i & 1) ? (SIBLING) : 0) + j * (W)) : SETZERO();    \
-    first = !accumulate;
+/* 64 bytes of -0.0, floats or doubles: the totals' start, chosen by address. */
+static const float NEGATIVE_ZEROS_F32[16] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
+                                             -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
+                                             -0.0f, -0.0f};
+static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0};
+#define IDENTITY_LANES(T_SIZE)                                                            \
+    ((T_SIZE) == 4 ? (const void *)NEGATIVE_ZEROS_F32 : (const void *)NEGATIVE_ZEROS_F64)
 
-/* A call of one block (depth <= block), summed from zero into SUMS: the same
- * arithmetic as BLOCKED_TOTALS, on a path of its own (see x86_avx512.c's
- * ONE_BLOCK: the compiler keeps the totals of the general path in memory). */
+/* The totals start from c's rows when accumulating, else from the identity: one
+ * load per vector from an address chosen in scalar registers. */
+#define START_FROM_C(ROWS, VECS, W, LOAD, SIBLING)                                        \
+    {                                                                                     \
+        const char *from = accumulate ? (const char *)c : (const char *)IDENTITY_LANES(sizeof *c); \
+        ptrdiff_t unit = accumulate ? (ptrdiff_t)sizeof *c : 0;                           \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            for (j = 0; j < (VECS); ++j)                                                  \
+                total[i][j] = LOAD((const void *)(                                        \
+                    from + (i * ldc + ((i & 1) ? (SIBLING) : 0) + j * (W)) * unit));      \
+    }
+/* The totals start from the identity (a pair_store's sums start from zero). */
+#define START_FROM_IDENTITY(ROWS, VECS, LOAD, T_SIZE)                                     \
+    {                                                                                     \
+        const void *identity = IDENTITY_LANES(T_SIZE);                                    \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            for (j = 0; j < (VECS); ++j) total[i][j] = LOAD(identity);                    \
+    }
+
+/* A call of no steps (never made by the engines; kernel_set.h defines it): c's
+ * rows stay, or become zeros. */
+#define NO_STEPS(ROWS, VECS, W, STORE, SETZERO, SIBLING)                                  \
+    if (depth < 1) {                                                                      \
+        if (!accumulate)                                                                  \
+            for (i = 0; i < (ROWS); ++i)                                                  \
+                for (j = 0; j < (VECS); ++j)                                              \
+                    STORE(c + i * ldc + ((i & 1) ? (SIBLING) : 0) + j * (W), SETZERO());  \
+        return;                                                                           \
+    }
+
+/* A call of one block, not accumulating, summed from zero into SUMS: the same
+ * arithmetic as BLOCKED_TOTALS without its start and last addition, on a path
+ * of its own that returns (see x86_avx512.c's ONE_BLOCK). */
 #define ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)         \
     V SUMS[ROWS][VECS];                                                                   \
     ptrdiff_t k;                                                                          \
@@ -94,7 +124,8 @@
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
         (void)pack_to;                                                                    \
-        if (!accumulate && depth > 0 && depth <= block) {                                 \
+        NO_STEPS(ROWS, VECS, W, STORE, SETZERO, 0)                                        \
+        if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, 0,                      \
                       if (PACK) for (j = 0; j < (VECS); ++j)                              \
                           STORE(pack_to + (k * (VECS) + j) * (W), even[j]);, sums)        \
@@ -103,7 +134,7 @@
             return;                                                                       \
         }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                \
-                       START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, 0),                     \
+                       START_FROM_C(ROWS, VECS, W, LOAD, 0),                              \
                        if (PACK) for (j = 0; j < (VECS); ++j)                             \
                            STORE(pack_to + (k * (VECS) + j) * (W), even[j]);)             \
         for (i = 0; i < (ROWS); ++i)                                                      \
@@ -117,7 +148,8 @@
     {                                                                                     \
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
-        if (!accumulate && depth > 0 && depth <= block) {                                 \
+        NO_STEPS(ROWS, VECS, W, STORE, SETZERO, sibling)                                  \
+        if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)        \
             for (i = 0; i < (ROWS); ++i)                                                  \
                 for (j = 0; j < (VECS); ++j)                                              \
@@ -125,7 +157,7 @@
             return;                                                                       \
         }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
-                       START_FROM_C(ROWS, VECS, W, LOAD, SETZERO, sibling), )             \
+                       START_FROM_C(ROWS, VECS, W, LOAD, sibling), )                      \
         for (i = 0; i < (ROWS); ++i)                                                      \
             for (j = 0; j < (VECS); ++j)                                                  \
                 STORE(c + i * ldc + ((i & 1) ? sibling : 0) + j * (W), total[i][j]);      \
@@ -135,25 +167,6 @@
  * of one channel; vector j of each, interleaved in registers, makes outputs
  * 2 j W .. 2 (j + 1) W; then y = v + bias or y = y + v, rounded once to the
  * storage type (YLOAD widens, YSTORE rounds). */
-#define PAIR_STORE_ROWS(ROWS, VECS, YT, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, \
-                        SUMS)                                                             \
-    for (i = 0; i < (ROWS); i += 2) {                                                     \
-        YT *row = (YT *)y + (i / 2) * ldy;                                                \
-        for (j = 0; j < (VECS); ++j) {                                                    \
-            YT *out = row + 2 * j * (W);                                                  \
-            V low = PERMUTE(SUMS[i][j], LOW, SUMS[i + 1][j]);                             \
-            V high = PERMUTE(SUMS[i][j], HIGH, SUMS[i + 1][j]);                           \
-            if (accumulate) {                                                             \
-                low = ADD(YLOAD(out), low);                                               \
-                high = ADD(YLOAD(out + (W)), high);                                       \
-            } else if (bias) {                                                            \
-                low = ADD(low, SET1(bias[i / 2]));                                        \
-                high = ADD(high, SET1(bias[i / 2]));                                      \
-            }                                                                             \
-            YSTORE(out, low);                                                             \
-            YSTORE(out + (W), high);                                                      \
-        }                                                                                 \
-    }
 #define DEFINE_PAIR_STORE(NAME, ROWS, VECS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE,     \
                           SET1, FMA, ADD, PERMUTE, LOW, HIGH)                             \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
@@ -162,17 +175,25 @@
     {                                                                                     \
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
-        if (depth > 0 && depth <= block) {                                                \
-            ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, sibling, , sums)        \
-            PAIR_STORE_ROWS(ROWS, VECS, YT, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW,  \
-                            HIGH, sums)                                                   \
-            return;                                                                       \
-        }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
-                       for (i = 0; i < (ROWS); ++i)                                       \
-                           for (j = 0; j < (VECS); ++j) total[i][j] = SETZERO();, )       \
-        PAIR_STORE_ROWS(ROWS, VECS, YT, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW, HIGH, \
-                        total)                                                            \
+                       START_FROM_IDENTITY(ROWS, VECS, LOAD, sizeof(T)), )                \
+        for (i = 0; i < (ROWS); i += 2) {                                                 \
+            YT *row = (YT *)y + (i / 2) * ldy;                                            \
+            for (j = 0; j < (VECS); ++j) {                                                \
+                YT *out = row + 2 * j * (W);                                              \
+                V low = PERMUTE(total[i][j], LOW, total[i + 1][j]);                       \
+                V high = PERMUTE(total[i][j], HIGH, total[i + 1][j]);                     \
+                if (accumulate) {                                                         \
+                    low = ADD(YLOAD(out), low);                                           \
+                    high = ADD(YLOAD(out + (W)), high);                                   \
+                } else if (bias) {                                                        \
+                    low = ADD(low, SET1(bias[i / 2]));                                    \
+                    high = ADD(high, SET1(bias[i / 2]));                                  \
+                }                                                                         \
+                YSTORE(out, low);                                                         \
+                YSTORE(out + (W), high);                                                  \
+            }                                                                             \
+        }                                                                                 \
     }
 
 /* Vector flavours (type, vector, lanes, then the operations). */
