@@ -46,6 +46,14 @@
  * GCC kept the totals on the stack, storing and reloading every one of them
  * once per block.  The loop runs at least once: calls of no steps return
  * before (NO_STEPS), so that no path skipping it merges with it either. */
+/* Steps k .. end - 1 of one block summed into SUMS[ROWS] (a += ROWS per step). */
+#define BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                        \
+    for (; k < end; ++k, a += (ROWS)) {                                                   \
+        V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));            \
+        KEEP                                                                              \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            SUMS[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, SUMS[i]);                     \
+    }
 #define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP)      \
     {                                                                                     \
         V acc[ROWS];                                                                      \
@@ -54,25 +62,10 @@
         do {                                                                              \
             end = k + block < depth ? k + block : depth;                                  \
             for (i = 0; i < (ROWS); ++i) acc[i] = SETZERO();                              \
-            for (; k < end; ++k, a += (ROWS)) {                                           \
-                V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));    \
-                KEEP                                                                      \
-                for (i = 0; i < (ROWS); ++i)                                              \
-                    acc[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, acc[i]);               \
-            }                                                                             \
+            BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, acc)                     \
             for (i = 0; i < (ROWS); ++i) total[i] = ADD(total[i], acc[i]);                \
         } while (k < depth);                                                              \
     }
-
-/* 64 bytes of -0.0, floats or doubles: the identity the totals start from, read
- * by the vector loads, so that the start is chosen by address (no branch for the
- * compiler to merge the totals through memory). */
-static const float NEGATIVE_ZEROS_F32[16] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
-                                             -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
-                                             -0.0f, -0.0f};
-static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0};
-#define IDENTITY_LANES(T_SIZE)                                                            \
-    ((T_SIZE) == 4 ? (const void *)NEGATIVE_ZEROS_F32 : (const void *)NEGATIVE_ZEROS_F64)
 
 /* A call of no steps (never made by the engines; kernel_set.h defines it): c's
  * rows stay, or become zeros. */
@@ -106,14 +99,9 @@ static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0,
  * returns, so that it never merges with BLOCKED_TOTALS'. */
 #define ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                 \
     V SUMS[ROWS];                                                                         \
-    ptrdiff_t k;                                                                          \
+    ptrdiff_t k = 0, end = depth;                                                         \
     for (i = 0; i < (ROWS); ++i) SUMS[i] = SETZERO();                                     \
-    for (k = 0; k < depth; ++k, a += (ROWS)) {                                            \
-        V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));            \
-        KEEP                                                                              \
-        for (i = 0; i < (ROWS); ++i)                                                      \
-            SUMS[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, SUMS[i]);                     \
-    }
+    BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)
 
 /* PACK: also copy each B row read to pack_to + k W, 64-byte aligned, for the
  * panel's other row blocks (gemm_pack). */

@@ -1,7 +1,8 @@
 /* What the two AVX-512 files share (x86_avx512.c, x86_avx512_wide.c): the
  * target attribute, widening loads and rounding stores of the narrow storage
- * types, the lane orders that interleave two stride phases, and the argument
- * lists of the pair-store kernels per storage type and vector width. */
+ * types, the identity the block totals start from, the lane orders that
+ * interleave two stride phases, and the argument lists of the pair-store kernels
+ * per storage type and vector width. */
 #ifndef CONVT_X86_AVX512_H
 #define CONVT_X86_AVX512_H
 
@@ -44,6 +45,17 @@ AVX512 static inline __m128i float_to_bf16_y(__m256 value)
     rounded = _mm256_mask_or_epi32(rounded, nan, bits, _mm256_set1_epi32(0x00400000));
     return _mm256_cvtepi32_epi16(_mm256_srli_epi32(rounded, 16));
 }
+
+/* 64 bytes of -0.0, floats or doubles: the identity the kernels' block totals start
+ * from (-0 + x is x for every x, +0 and -0 included), read by vector loads so that
+ * the start is chosen by address, with no branch for the compiler to merge the
+ * totals through memory. */
+static const float NEGATIVE_ZEROS_F32[16] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
+                                             -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
+                                             -0.0f, -0.0f};
+static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0};
+#define IDENTITY_LANES(T_SIZE)                                                            \
+    ((T_SIZE) == 4 ? (const void *)NEGATIVE_ZEROS_F32 : (const void *)NEGATIVE_ZEROS_F64)
 
 /* Lane orders interleaving two vectors: a0 b0 a1 b1 ... (low half), then the high half. */
 #define LOW_ZF _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)

@@ -27,6 +27,21 @@
  * c's rows or from -0.0 (the additive identity) and every block is added, one
  * loop that runs at least once (calls of no steps return first, NO_STEPS), so
  * that no flag or merge of paths sends the totals through memory. */
+/* Steps k .. end - 1 of one block summed into SUMS[ROWS][VECS] (a += ROWS per step). */
+#define BLOCK_STEPS(ROWS, VECS, W, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)               \
+    for (; k < end; ++k, a += (ROWS)) {                                                   \
+        V even[VECS], odd[VECS];                                                          \
+        for (j = 0; j < (VECS); ++j) {                                                    \
+            even[j] = LOAD(b + offsets[k] + j * (W));                                     \
+            odd[j] = LOAD(b + offsets[k] + (SIBLING) + j * (W));                          \
+        }                                                                                 \
+        KEEP                                                                              \
+        for (i = 0; i < (ROWS); ++i) {                                                    \
+            V weight = SET1(a[i]);                                                        \
+            for (j = 0; j < (VECS); ++j)                                                  \
+                SUMS[i][j] = FMA(weight, (i & 1) ? odd[j] : even[j], SUMS[i][j]);         \
+        }                                                                                 \
+    }
 #define BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP) \
     {                                                                                     \
         V acc[ROWS][VECS];                                                                \
@@ -36,31 +51,11 @@
             end = k + block < depth ? k + block : depth;                                  \
             for (i = 0; i < (ROWS); ++i)                                                  \
                 for (j = 0; j < (VECS); ++j) acc[i][j] = SETZERO();                       \
-            for (; k < end; ++k, a += (ROWS)) {                                           \
-                V even[VECS], odd[VECS];                                                  \
-                for (j = 0; j < (VECS); ++j) {                                            \
-                    even[j] = LOAD(b + offsets[k] + j * (W));                             \
-                    odd[j] = LOAD(b + offsets[k] + (SIBLING) + j * (W));                  \
-                }                                                                         \
-                KEEP                                                                      \
-                for (i = 0; i < (ROWS); ++i) {                                            \
-                    V weight = SET1(a[i]);                                                \
-                    for (j = 0; j < (VECS); ++j)                                          \
-                        acc[i][j] = FMA(weight, (i & 1) ? odd[j] : even[j], acc[i][j]);   \
-                }                                                                         \
-            }                                                                             \
+            BLOCK_STEPS(ROWS, VECS, W, V, LOAD, SET1, FMA, SIBLING, KEEP, acc)            \
             for (i = 0; i < (ROWS); ++i)                                                  \
                 for (j = 0; j < (VECS); ++j) total[i][j] = ADD(total[i][j], acc[i][j]);   \
         } while (k < depth);                                                              \
     }
-
-/* 64 bytes of -0.0, floats or doubles: the totals' start, chosen by address. */
-static const float NEGATIVE_ZEROS_F32[16] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
-                                             -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f,
-                                             -0.0f, -0.0f};
-static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0};
-#define IDENTITY_LANES(T_SIZE)                                                            \
-    ((T_SIZE) == 4 ? (const void *)NEGATIVE_ZEROS_F32 : (const void *)NEGATIVE_ZEROS_F64)
 
 /* The totals start from c's rows when accumulating, else from the identity: one
  * load per vector from an address chosen in scalar registers. */
@@ -97,22 +92,10 @@ static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0,
  * of its own that returns (see x86_avx512.c's ONE_BLOCK). */
 #define ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)         \
     V SUMS[ROWS][VECS];                                                                   \
-    ptrdiff_t k;                                                                          \
+    ptrdiff_t k = 0, end = depth;                                                         \
     for (i = 0; i < (ROWS); ++i)                                                          \
         for (j = 0; j < (VECS); ++j) SUMS[i][j] = SETZERO();                              \
-    for (k = 0; k < depth; ++k, a += (ROWS)) {                                            \
-        V even[VECS], odd[VECS];                                                          \
-        for (j = 0; j < (VECS); ++j) {                                                    \
-            even[j] = LOAD(b + offsets[k] + j * (W));                                     \
-            odd[j] = LOAD(b + offsets[k] + (SIBLING) + j * (W));                          \
-        }                                                                                 \
-        KEEP                                                                              \
-        for (i = 0; i < (ROWS); ++i) {                                                    \
-            V weight = SET1(a[i]);                                                        \
-            for (j = 0; j < (VECS); ++j)                                                  \
-                SUMS[i][j] = FMA(weight, (i & 1) ? odd[j] : even[j], SUMS[i][j]);         \
-        }                                                                                 \
-    }
+    BLOCK_STEPS(ROWS, VECS, W, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)
 
 /* PACK: also copy each step's B vectors to pack_to + k VECS W, 64-byte
  * aligned, for the panel's other row blocks (gemm_pack). */
