@@ -114,6 +114,7 @@
         int i;                                                                            \
         (void)pack_to;                                                                    \
         NO_STEPS(ROWS, STORE, SETZERO, 0)                                                 \
+        PREFETCH_LATER_PANEL(ROWS, c, ldc, 2 * (ptrdiff_t)(sizeof(V) / sizeof(T)))        \
         if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, 0,                               \
                       if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);, \
@@ -156,6 +157,7 @@
     {                                                                                     \
         V total[ROWS];                                                                    \
         int i;                                                                            \
+        PREFETCH_LATER_PANEL((ROWS) / 2, (YT *)y, ldy, 4 * (W))                           \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,                   \
                        START_FROM_IDENTITY(ROWS, LOAD, sizeof(T)), )                      \
         for (i = 0; i < (ROWS); i += 2) {                                                 \

@@ -108,6 +108,7 @@
         int i, j;                                                                         \
         (void)pack_to;                                                                    \
         NO_STEPS(ROWS, VECS, W, STORE, SETZERO, 0)                                        \
+        PREFETCH_LATER_PANEL(ROWS, c, ldc, 2 * (VECS) * (W))                              \
         if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, 0,                      \
                       if (PACK) for (j = 0; j < (VECS); ++j)                              \
@@ -158,6 +159,7 @@
     {                                                                                     \
         V total[ROWS][VECS];                                                              \
         int i, j;                                                                         \
+        PREFETCH_LATER_PANEL((ROWS) / 2, (YT *)y, ldy, 4 * (VECS) * (W))                  \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, sibling,          \
                        START_FROM_IDENTITY(ROWS, VECS, LOAD, sizeof(T)), )                \
         for (i = 0; i < (ROWS); i += 2) {                                                 \
