@@ -37,6 +37,15 @@
 
 #define MR 12
 
+/* Steps k .. end - 1 of one block summed into SUMS[ROWS] (a += ROWS per step). */
+#define BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                        \
+    for (; k < end; ++k, a += (ROWS)) {                                                   \
+        V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));            \
+        KEEP                                                                              \
+        for (i = 0; i < (ROWS); ++i)                                                      \
+            SUMS[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, SUMS[i]);                     \
+    }
+
 /* total[i] = c's row (accumulate) or the first block sum, plus each next block
  * sum (see kernel_set.h); odd rows read B `sibling` positions further.  START
  * sets the totals: c's rows, or -0.0, the additive identity (-0 + x is x for
@@ -46,14 +55,6 @@
  * GCC kept the totals on the stack, storing and reloading every one of them
  * once per block.  The loop runs at least once: calls of no steps return
  * before (NO_STEPS), so that no path skipping it merges with it either. */
-/* Steps k .. end - 1 of one block summed into SUMS[ROWS] (a += ROWS per step). */
-#define BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                        \
-    for (; k < end; ++k, a += (ROWS)) {                                                   \
-        V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));            \
-        KEEP                                                                              \
-        for (i = 0; i < (ROWS); ++i)                                                      \
-            SUMS[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, SUMS[i]);                     \
-    }
 #define BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP)      \
     {                                                                                     \
         V acc[ROWS];                                                                      \

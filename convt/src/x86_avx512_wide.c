@@ -20,13 +20,6 @@
 
 #define MR 8
 
-/* total[i][j] = c's row (accumulate) or the first block sum, plus each next
- * block sum (see kernel_set.h), over VECS vectors of W elements; odd rows read
- * B `sibling` positions further.  KEEP runs once per step, after the step's B
- * vectors (even[], odd[]) are read.  As in x86_avx512.c: the totals start from
- * c's rows or from -0.0 (the additive identity) and every block is added, one
- * loop that runs at least once (calls of no steps return first, NO_STEPS), so
- * that no flag or merge of paths sends the totals through memory. */
 /* Steps k .. end - 1 of one block summed into SUMS[ROWS][VECS] (a += ROWS per step). */
 #define BLOCK_STEPS(ROWS, VECS, W, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)               \
     for (; k < end; ++k, a += (ROWS)) {                                                   \
@@ -42,6 +35,14 @@
                 SUMS[i][j] = FMA(weight, (i & 1) ? odd[j] : even[j], SUMS[i][j]);         \
         }                                                                                 \
     }
+
+/* total[i][j] = c's row (accumulate) or the first block sum, plus each next
+ * block sum (see kernel_set.h), over VECS vectors of W elements; odd rows read
+ * B `sibling` positions further.  KEEP runs once per step, after the step's B
+ * vectors (even[], odd[]) are read.  As in x86_avx512.c: the totals start from
+ * c's rows or from -0.0 (the additive identity) and every block is added, one
+ * loop that runs at least once (calls of no steps return first, NO_STEPS), so
+ * that no flag or merge of paths sends the totals through memory. */
 #define BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, SIBLING, START, KEEP) \
     {                                                                                     \
         V acc[ROWS][VECS];                                                                \
