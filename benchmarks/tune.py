@@ -48,6 +48,21 @@ def constant(name, value):
         setattr(_dispatch, name, saved)
 
 
+@contextlib.contextmanager
+def kernel_set_forced(name):
+    """CONVT_GEMM_BACKEND=name (None: unset) for the duration."""
+    variable = _dispatch.KERNEL_SET_VARIABLE
+    saved = os.environ.pop(variable, None)
+    if name is not None:
+        os.environ[variable] = name
+    try:
+        yield
+    finally:
+        os.environ.pop(variable, None)
+        if saved is not None:
+            os.environ[variable] = saved
+
+
 class Layer:
     """A ConvTranspose call with fixed random operands, timed through one path."""
 
@@ -375,6 +390,49 @@ def tune_channel_rows(args):
           f"(now {_dispatch.CHANNEL_ROW_MIN_CHANNELS})")
 
 
+def tune_wide_planes(args):
+    """512-bit against 256-bit depthwise planes, and what wide_planes chooses."""
+    if not {"avx2", "avx512"} <= set(_dispatch.available_kernel_sets()):
+        print("\n== PLANE_WIDE_MIN_TAPS: needs both AVX2 and AVX-512 here; skipped")
+        return
+    rng = np.random.default_rng(0)
+    rows = []
+    repeat = max(args.repeat, 50)  # calls of 0.05-1 ms
+    # (channels, side, kernel, stride, dtype): MobileNet, EfficientNet and ConvNeXt planes
+    for channels, side, kernel, stride, dtype in (
+            (960, 7, 3, 1, np.float32), (576, 14, 3, 1, np.float32), (192, 28, 3, 1, np.float32),
+            (144, 56, 3, 1, np.float32), (128, 112, 3, 1, np.float32), (144, 56, 3, 2, np.float32),
+            (1152, 7, 5, 1, np.float32), (480, 14, 5, 1, np.float32), (240, 28, 5, 1, np.float32),
+            (240, 56, 5, 2, np.float32), (768, 7, 7, 1, np.float32), (384, 14, 7, 1, np.float32),
+            (192, 28, 7, 1, np.float32), (96, 56, 7, 1, np.float32), (960, 7, 3, 1, np.float64),
+            (240, 28, 5, 1, np.float64), (144, 56, 3, 1, np.float64)):
+        pad = kernel // 2
+        layer = convt.Conv(group=channels, strides=(stride, stride), pads=(pad,) * 4,
+                           num_threads=args.threads)
+        x = rng.standard_normal((1, channels, side, side)).astype(dtype)
+        w = rng.standard_normal((channels, 1, kernel, kernel)).astype(dtype)
+        seconds = {}
+        for family in ("avx2", "avx512", "avx2", "avx512"):  # alternating, medians of each
+            with kernel_set_forced(family):  # (apply's remembered calls: planned once)
+                for _ in range(2):
+                    layer.apply(x, w)
+                times = []
+                for _ in range(repeat):
+                    start = time.perf_counter()
+                    layer.apply(x, w)
+                    times.append(time.perf_counter() - start)
+            seconds.setdefault(family, []).append(statistics.median(times))
+        narrow, wide = min(seconds["avx2"]), min(seconds["avx512"])
+        with kernel_set_forced(None):
+            chosen = convt.explain(layer, x.shape, w.shape, dtype).plane.family
+        rows.append((f"{kernel}x{kernel} s{stride} {side}x{side} x {channels} "
+                     f"{np.dtype(dtype).name}", f"{narrow * 1e3:.3f}", f"{wide * 1e3:.3f}",
+                     f"{narrow / wide:.2f}", chosen,
+                     "yes" if (chosen == "avx512") == (wide < narrow) else "NO"))
+    report("PLANE_WIDE_MIN_TAPS (wide_planes): 256-bit vs 512-bit depthwise planes", rows,
+           ["layer", "256-bit ms", "512-bit ms", "512-bit speed-up", "chosen", "faster chosen"])
+
+
 TUNERS = {
     "direct": tune_direct_max_work,
     "rows": tune_direct_min_row,
@@ -389,6 +447,7 @@ TUNERS = {
     "sum": tune_sum_blocks,
     "threads": tune_threads,
     "winograd": tune_winograd_phases,
+    "planes": tune_wide_planes,
 }
 
 

@@ -287,6 +287,21 @@ PLANE_MAX_TAPS = 32              # CONVT_PLANE_MAX_TAPS: taps along a kernel row
 # took 0.154 ms on 2 threads against 0.223 ms on one after a 50 ms pause, and on
 # 14x14 x 576 0.217 against 0.302 ms (medians, 2 Zen 3 cores).
 PLANE_WORK_SCALE = 8
+# The AVX-512 sets' planes sum 512-bit vectors (a block: 4 rows x 2 vectors, 32
+# floats of a row, or 8 rows of one vector); the AVX2 set's 256-bit ones.  The
+# wider blocks load half as many vectors per output but cover a row in coarser
+# steps, so a call runs them (wide_planes) where they compute no more columns per
+# row than 256-bit blocks and every loaded vector feeds enough multiply-adds:
+# rows of unit stride and dilation (blocks share their loads), and kernel rows of
+# at least PLANE_WIDE_MIN_TAPS taps, or output rows of one 512-bit vector (blocks
+# of 8 rows).  On 1 Zen 4 core, 512-bit against 256-bit planes (float32, one
+# process per run, alternating): 7x7 on 14x14 x 384 1.45x, on 28x28 1.26x, on
+# 56x56 1.15x; 5x5 on 14x14 x 480 1.33x, on 28x28 x 240 1.14x; 3x3 on 14x14 x
+# 576 1.12x; float64 5x5 on 28x28 1.14x, 3x3 on 7x7 1.16x.  Elsewhere 256-bit
+# won: 3x3 on 28x28 and 56x56 (0.91-0.96x), stride 2 (0.97-1.0x), row
+# dilation 2 (0.79x), and wherever the wider steps compute more columns (7-wide
+# rows: 0.6-0.7x; 112-wide: 0.89x).
+PLANE_WIDE_MIN_TAPS = 5
 # Planes (images x groups) a call needs, at least (see plane_route); None:
 # work_items_target(), as many as a plan aims at work items.
 PLANE_MIN_PLANES = None
@@ -317,6 +332,34 @@ def plane_route(problem):
             and problem.x_spatially_contiguous and problem.y_rows_contiguous
             and geometry.kernel_shape[-1] <= PLANE_MAX_TAPS  # before plane_bytes: it checks
             and plane_bytes(problem) <= PLANE_MAX_BYTES)
+
+
+def _plane_columns(width, lanes):
+    """Outputs a plane's blocks compute per row of ``width`` (plane_body.h: rows of
+    one vector in blocks of 8 rows, longer ones in steps of 2 vectors)."""
+    return lanes if width <= lanes else -(-width // (2 * lanes)) * 2 * lanes
+
+
+def wide_planes(problem):
+    """Whether a plane call runs 512-bit blocks where the CPU has both widths (see
+    PLANE_WIDE_MIN_TAPS)."""
+    g = problem.geometry
+    lanes = 32 // np.dtype(problem.dtype).itemsize  # per 256-bit vector
+    width = g.output_shape[-1]
+    return (g.strides[0] == 1 and g.dilations[0] == 1
+            and _plane_columns(width, 2 * lanes) <= _plane_columns(width, lanes)
+            and (g.kernel_shape[-1] >= PLANE_WIDE_MIN_TAPS or width <= 2 * lanes))
+
+
+def plane_family(problem, family, forced=None):
+    """The kernel set whose planes serve a plane call on ``family``: an AVX-512 set
+    hands calls that wide_planes declines to AVX2's 256-bit planes, unless a set
+    was forced (``forced``, or CONVT_GEMM_BACKEND)."""
+    if (family in ("avx512", "avx512_wide") and not forced
+            and not _environ.value(KERNEL_SET_VARIABLE)
+            and "avx2" in available_kernel_sets() and not wide_planes(problem)):
+        return "avx2"
+    return family
 
 
 # --- Winograd ---------------------------------------------------------------
@@ -1226,7 +1269,7 @@ def _tuning():
             WINOGRAD_PHASE_MIN_CHANNELS, WINOGRAD_PHASE_MIN_WORK, WINOGRAD_PHASE_SUM_BLOCK,
             WINOGRAD_PHASE_BLOCK_BYTES, WINOGRAD_PHASE_OUT_CHUNK,
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
-            PLANE_MIN_PLANES, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
+            PLANE_MIN_PLANES, PLANE_WIDE_MIN_TAPS, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES, COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
             STREAM_MIN_WEIGHT_BYTES, STREAM_MIN_WEIGHT_BYTES_AVX512, STREAM_MAX_POSITIONS,

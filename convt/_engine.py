@@ -245,7 +245,7 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     padding_taps = not transpose and conv_reaching_taps(geometry) != geometry.kernel_shape
     winograd = (_winograd.plan(problem, run.decision) if engine is None and not overrides
                 and _dispatch.winograd_route(problem, run.decision) else None)
-    plane = _planes.plan(problem, run.decision.row_family) if planes else None
+    plane = _planes.plan(problem, run.decision.row_family, backend) if planes else None
     col2im = (_col2im.plan(problem, run.decision) if engine is None and not overrides
               and not fold and not channels_last
               and _dispatch.col2im_route(problem, run.decision) else None)

@@ -34,8 +34,11 @@ class PlaneRun:
     dilations: tuple
 
 
-def plan(problem, family):
-    """The PlaneRun of a problem that plane_route accepts, on kernel set ``family``."""
+def plan(problem, family, forced=None):
+    """The PlaneRun of a problem that plane_route accepts, on kernel set ``family``
+    (whose planes, or AVX2's, see convt._dispatch.plane_family; ``forced``: the
+    set a caller forced)."""
+    family = _dispatch.plane_family(problem, family, forced)
     groups = problem.group
     per_image = max(1, min(groups, -(-_dispatch.work_items_target() // problem.batch)))
     run = -(-groups // per_image)

@@ -171,6 +171,7 @@ CONVT_DECLARE_AVX2(f32, float)
 CONVT_DECLARE_AVX2(f64, double)
 CONVT_DECLARE_WINOGRAD(convt_avx2_winograd)
 CONVT_DECLARE_PLANE(convt_avx2_plane)
+CONVT_DECLARE_PLANE(convt_avx512_plane)
 void convt_avx2_load_f16_f32(float *dst, const void *src, ptrdiff_t count);
 void convt_avx2_load_bf16_f32(float *dst, const void *src, ptrdiff_t count);
 void convt_avx2_load_f32_f32(float *dst, const void *src, ptrdiff_t count);

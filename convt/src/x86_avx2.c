@@ -602,8 +602,9 @@ AVX2_TRANSPOSE(f64, double, 4, transpose_4x4_f64, 0, NO_HALF)
 #include "winograd_body.h"
 #undef WINOGRAD_NAME
 #undef WINOGRAD_TARGET
-/* The depthwise planes on 256-bit vectors (the AVX-512 sets share them too: a
- * plane's rows are short, and the blocks' sums need more registers than 16). */
+/* The depthwise planes on 256-bit vectors (the AVX-512 sets run them too where
+ * their own 512-bit planes would compute more columns or gain nothing:
+ * convt._dispatch.wide_planes). */
 #define PLANE_NAME(part) convt_avx2_plane_##part
 #define PLANE_TARGET AVX2
 #define PLANE_V_f32 __m256

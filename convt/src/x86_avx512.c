@@ -353,6 +353,35 @@ CONVT_X86_CHANNELS(AVX512, convt_avx512_channels_f64, double, __m512d, 8, _mm512
 CONVT_AVX512_PACK_PAIR(pack_pair_f32, float, _mm512_loadu_ps, _mm512_store_ps, 16, 1)
 CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 8, 1)
 
+/* The depthwise planes on 512-bit vectors: a block of 4 rows x 2 vectors covers
+ * 32 outputs of a row, or 8 rows of up to 16, with half the loads of 256-bit
+ * vectors per output (each load of a shifted tap's run straddles two cache
+ * lines either way). */
+#define PLANE_NAME(part) convt_avx512_plane_##part
+#define PLANE_TARGET AVX512
+#define PLANE_V_f32 __m512
+#define PLANE_LANES_f32 16
+#define PLANE_ZERO_f32() _mm512_setzero_ps()
+#define PLANE_SPLAT_f32(v) _mm512_set1_ps(v)
+#define PLANE_LOAD_f32(p) _mm512_loadu_ps(p)
+#define PLANE_STORE_f32(p, v) _mm512_storeu_ps((p), (v))
+#define PLANE_ADD_f32(a, b) _mm512_add_ps(a, b)
+#define PLANE_MADD_f32(w, x, acc) _mm512_fmadd_ps(w, x, acc)
+#define PLANE_V_f64 __m512d
+#define PLANE_LANES_f64 8
+#define PLANE_ZERO_f64() _mm512_setzero_pd()
+#define PLANE_SPLAT_f64(v) _mm512_set1_pd(v)
+#define PLANE_LOAD_f64(p) _mm512_loadu_pd(p)
+#define PLANE_STORE_f64(p, v) _mm512_storeu_pd((p), (v))
+#define PLANE_ADD_f64(a, b) _mm512_add_pd(a, b)
+#define PLANE_MADD_f64(w, x, acc) _mm512_fmadd_pd(w, x, acc)
+/* (see x86_avx2.c: keeps the fill's row copies inline) */
+#if defined(__GNUC__) || defined(__clang__)
+#define PLANE_OPAQUE_f32(v) __asm__("" : "+v"(v))
+#define PLANE_OPAQUE_f64(v) __asm__("" : "+v"(v))
+#endif
+#include "plane_body.h"
+
 const convt_kernels_f32 convt_avx512_f32 = {
     "avx512", MR, 16, AVX512_FLAGS | CONVT_SET_TRANSPOSED,
     GEMM_TABLE(gemm_zf_r), GEMM_TABLE(gemm_pack_zf_r), GEMM_TABLE(gemm_yf_r),
@@ -364,7 +393,7 @@ const convt_kernels_f32 convt_avx512_f32 = {
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
     convt_avx512_stencil_f32, GEMM_T_TABLES(gemm_t_yf_p, gemm_t_zf_p),
     convt_avx2_winograd_input_f32,
-    convt_avx2_winograd_output_f32, convt_avx2_plane_f32,
+    convt_avx2_winograd_output_f32, convt_avx512_plane_f32,
     convt_avx2_interleave_stream_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
@@ -375,7 +404,7 @@ const convt_kernels_f64 convt_avx512_f64 = {
      {PAIR_TABLE(store_f64_z_r), PAIR_TABLE(store_f64_y_r)}},
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
     convt_avx512_stencil_f64, GEMM_T_TABLES(gemm_t_yd_p, gemm_t_zd_p), 0, 0,
-    convt_avx2_plane_f64,
+    convt_avx512_plane_f64,
     convt_avx2_interleave_stream_f64};
 
 
