@@ -687,6 +687,17 @@ TRANSPOSED_PRODUCTS = 1
 # 5% slower, 3x3 over 14x14 to 56x56 within 1%.  (Zen 3's AVX2 set gains from
 # its transposed kernels everywhere they apply: see convt._plan._transposed.)
 TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY = ("avx512",)
+# ...and outputs of at most this many positions per image (7x7 to 12x12 maps),
+# where a row block's few 16-position panels cost more per multiply-add than
+# gemm_t's broadcasts.  Measured again on Zen 4 once the AVX-512 kernels kept
+# their totals in registers (1 thread, one process per setting, alternating),
+# transposed against standard: 1x1 on 7x7 160 -> 960 1.09x, 960 -> 160 1.08x,
+# 320 -> 1280 1.14x, 960 -> 320 1.19x, batch 2 1.10x; 3x3 on 7x7 128 -> 128
+# 1.11x, 256 -> 192 1.10x; 1x1 on 5x5 1.15-1.25x, 10x10 1.12x, 12x12 1.1-1.3x;
+# 3x3 on 10x10 1.12x; ties: 3x3 on 8x8 and 12x12, 3x3 s2 to 7x7, ConvTranspose
+# 3x3 on 7x7; 1x1 512 -> 512 on 8x8 0.98x.  Larger maps keep the standard
+# kernels: 1x1 on 14x14 0.94-1.02x.
+TRANSPOSED_MAX_POSITIONS = 144
 
 # Outputs of at least this many bytes have their interleaved rows (stride-2 last
 # axes: the phase-pair scatter, the direct engine's rows) written with
@@ -1121,6 +1132,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
         sum_blocks=(SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT, SUM_BLOCK_FEW_CHANNELS),
         transposed=(bool(TRANSPOSED_PRODUCTS) and not blas and kernels.has(SET_TRANSPOSED)
                     and (name not in TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY
+                         or math.prod(problem.geometry.output_shape) <= TRANSPOSED_MAX_POSITIONS
                          or weights_may_stream(problem, accumulation, name))),
         packs_b=packs and kernels.has(SET_PACK),
         half_panels=half,
@@ -1257,7 +1269,7 @@ def _tuning():
             WIDE_MIN_WORK, WIDE_MIN_WORK_PAIRED,
             WIDE_MIN_POSITIONS, NATIVE_512_MIN_SPEEDUP, OPERAND_BYTES, PRODUCT_BYTES, MAX_DEPTH,
             K_STEP_BYTES, MIN_DEPTH, L2_CHUNK_L1_FACTOR, TRANSPOSED_PRODUCTS,
-            TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY,
+            TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY, TRANSPOSED_MAX_POSITIONS,
             AVX2_EXACT_MIN_DEPTH, MIN_TILE, MAX_WORK_ITEMS, WORK_ITEMS_PER_CORE, MIN_SPLIT_ROWS,
             PACK_MIN_BLOCKS, AVX2_BUFFER_PACK_MIN_BLOCKS, AVX2_BUFFER_MIN_TAPS,
             PAIR_PACK_MIN_BLOCKS, SUM_BLOCK_SHALLOW, SUM_BLOCK_DEEP, SUM_BLOCK_SPLIT,

@@ -674,6 +674,37 @@ def _idle_share(items, cores):
     return -(-items // cores) * cores / items - 1
 
 
+# Up to this many rounds of items per core, _split_idle_share weighs them by
+# their sizes (few items: small maps, where a short last tile is a large share).
+SPLIT_IDLE_MAX_ROUNDS = 2
+
+
+def _split_idle_share(extents, tile, blocks, groups, repeats, cores):
+    """_idle_share for the items of ``tile`` over a grid of ``extents`` and
+    ``blocks`` row blocks in ``groups`` even groups, repeated ``repeats`` times,
+    weighing each item by its rows and row blocks: the last row tile and the
+    last group may be short, so 2 items of 4 and 3 rows (a 7-row map) leave a
+    core idle an eighth of the time where their count says none.  Items are
+    dealt out in order, each to the first free core; more than
+    SPLIT_IDLE_MAX_ROUNDS per core are counted as equal (as every plan was before
+    this weighing: their tile heights were measured so)."""
+    row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
+    groups = _even_groups(blocks, groups)
+    items = repeats * tiles * groups
+    if items > SPLIT_IDLE_MAX_ROUNDS * cores or cores <= 1:
+        return _idle_share(items, cores)
+    grid_rows = extents[-2] if len(extents) >= 2 else 1
+    per_group = -(-blocks // groups)
+    group_sizes = [per_group] * (groups - 1) + [blocks - per_group * (groups - 1)]
+    row_sizes = [tile.rows] * (row_tiles - 1) + [grid_rows - tile.rows * (row_tiles - 1)]
+    sizes = [rows * size for rows in row_sizes for size in group_sizes] * (
+        repeats * tiles // row_tiles)
+    loads = [0] * cores
+    for size in sizes:
+        loads[loads.index(min(loads))] += size
+    return max(loads) * cores / sum(sizes) - 1
+
+
 def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, blocking):
     """A tile and row groups whose work items share out evenly over the machine's
     cores, when the plan's split leaves more than BALANCE_TOLERANCE of them idle.
@@ -694,8 +725,7 @@ def _balanced_items(tile, row_groups, context, row_groups_of, blocks, repack, bl
     extents = context.extents
 
     def idle(candidate, groups):
-        items = _tile_grid(extents, candidate)[2] * _even_groups(blocks, groups)
-        return _idle_share(context.repeats * items, cores)
+        return _split_idle_share(extents, candidate, blocks, groups, context.repeats, cores)
 
     if cores <= 1 or idle(tile, row_groups) <= BALANCE_TOLERANCE:
         return tile, row_groups

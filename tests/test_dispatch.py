@@ -1,5 +1,7 @@
 """The dispatch point: decisions, plan records, threads, CPU detection rules."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -395,6 +397,32 @@ def test_k_chunks_are_equal(cg, limit, chunk):
     # as few chunks as the limit allows, of equal size: no short pass over the product
     assert _plan._balanced_chunk(cg, limit) == chunk
     assert -(-cg // chunk) == -(-cg // min(cg, limit))
+
+
+def test_few_items_are_weighed_by_their_rows_and_blocks():
+    """2 tiles of 4 and 3 rows leave one of 2 cores idle 1/8 of the time (their count
+    says 0); equal items and many items are counted."""
+    tile = types.SimpleNamespace(rows=4, cols=7)
+    assert _plan._split_idle_share([7, 7], tile, 8, 1, 1, 2) == pytest.approx(1 / 7)
+    assert _plan._split_idle_share([8, 7], tile, 8, 1, 1, 2) == 0
+    assert _plan._split_idle_share([7, 7], tile, 8, 2, 1, 2) == 0  # 4 + 3 rows per core
+    # groups of 2 and 1 blocks: items 8, 4, 6, 3 dealt in order: 8 + 3 and 4 + 6
+    assert _plan._split_idle_share([7, 7], tile, 3, 2, 1, 2) == pytest.approx(11 * 2 / 21 - 1)
+    many = _plan.SPLIT_IDLE_MAX_ROUNDS * 2 + 1
+    assert _plan._split_idle_share([4 * many - 1, 7], tile, 8, 1, 1, 2) == pytest.approx(
+        _plan._idle_share(many, 2))
+    assert _plan._split_idle_share([7, 7], tile, 8, 1, 1, 1) == 0
+
+
+@pytest.mark.skipif(not {"avx512"} & set(_dispatch.available_kernel_sets()),
+                    reason="the AVX-512 set's transposed kernels")
+def test_a_seven_row_map_on_two_cores_splits_its_rows_not_its_rows_of_positions(monkeypatch):
+    """A 3x3 stride-1 layer, 256 -> 192 channels over 7x7: two row groups of a
+    whole-map tile, not tiles of 4 and 3 rows (the Conv: 1.12x on 2 Zen 4 threads)."""
+    monkeypatch.setattr(_dispatch.os, "cpu_count", lambda: 2)
+    x, w = np.empty((1, 256, 7, 7), np.float32), np.empty((256, 192, 3, 3), np.float32)
+    stacks = plan_of("avx512", x, w, pads=(1, 1, 1, 1))[1].stacks
+    assert stacks["transposed"][0] and stacks["row_groups"][0] == 2 and stacks["items"][0] == 2
 
 
 @pytest.mark.parametrize("x_shape, w_shape, params", [

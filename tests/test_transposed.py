@@ -161,3 +161,22 @@ def test_some_sets_run_transposed_kernels_only_where_weights_stream(kernel_set, 
 
 def _engine_problem(layer, x_shape, w_shape):
     return convt.explain(layer, x_shape, w_shape, np.float32).problem
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+def test_small_maps_run_transposed_kernels_on_every_set(kernel_set, monkeypatch):
+    """Outputs of at most TRANSPOSED_MAX_POSITIONS positions per image run gemm_t
+    whatever the set, packed weights too (1x1 160 -> 960 over 7x7: 600 KiB, not
+    streamed); 14x14 keeps the standard orientation where the set is listed; the
+    results are the reference's."""
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    monkeypatch.setattr(_dispatch, "TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY", (kernel_set,))
+    rng = np.random.default_rng(3)
+    for side, expected in ((7, 1), (12, 1), (14, 0)):
+        assert (side * side <= _dispatch.TRANSPOSED_MAX_POSITIONS) == bool(expected)
+        x = rng.standard_normal((2, 160, side, side)).astype(np.float32)
+        w = rng.standard_normal((96, 160, 1, 1)).astype(np.float32)
+        explanation = convt.explain(Conv(), x, w)
+        assert not explanation.streamed
+        assert int(explanation.plan.stacks["transposed"].sum()) == expected, side
+        assert_conv_matches_reference(Conv().apply(x, w), x, w)
