@@ -685,9 +685,9 @@ def _split_idle_share(extents, tile, blocks, groups, repeats, cores):
     weighing each item by its rows and row blocks: the last row tile and the
     last group may be short, so 2 items of 4 and 3 rows (a 7-row map) leave a
     core idle an eighth of the time where their count says none.  Items are
-    dealt out in order, each to the first free core; more than
-    SPLIT_IDLE_MAX_ROUNDS per core are counted as equal (as every plan was before
-    this weighing: their tile heights were measured so)."""
+    dealt out in order, each to the first free core.  More than
+    SPLIT_IDLE_MAX_ROUNDS per core even out and are counted as equal (the tile
+    heights of larger layers were measured with that count)."""
     row_tiles, col_tiles, tiles = _tile_grid(extents, tile)
     groups = _even_groups(blocks, groups)
     items = repeats * tiles * groups

@@ -219,9 +219,9 @@
  * 3x3 on 40x40 to 56x56 planes 1.15-1.2x faster on 1 Zen 4 core, float64 on
  * 14x14 1.15x).  SY > 0: the plane's row stride is SY and its row dilation 1,
  * and blocks of 4 whole rows, or of up to 8 rows one vector long, share their
- * loads.  (Sharing in the 4-row blocks of a plane's
- * last rows too, by a second copy of the block, made the 5x5 and 3x3 calls on
- * larger planes 3-8% slower on Zen 4: a larger function, for 1-2% on 14x14.) */
+ * loads.  (Sharing in the 4-row blocks of a plane's last rows too, by a second
+ * copy of the block, made the 5x5 and 3x3 calls on larger planes 3-8% slower
+ * on Zen 4: a larger function, for 1-2% on 14x14.) */
 #define PLANE_DEFINE_SUMS_OF(S, T, SUFFIX, KH, KW, SY)                                    \
     static PLANE_TARGET void PLANE_NAME(sums_##SUFFIX)(const convt_plane_shape *s,        \
                                                        const T *buffer, const T *w,       \

@@ -355,8 +355,9 @@ CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 
 
 /* The depthwise planes on 512-bit vectors: a block of 4 rows x 2 vectors covers
  * 32 outputs of a row, or 8 rows of up to 16, with half the loads of 256-bit
- * vectors per output (each load of a shifted tap's run straddles two cache
- * lines either way). */
+ * vectors per output (a shifted tap's 512-bit load always straddles two cache
+ * lines, a 256-bit one half the time: fewer loads still, and fewer split ones
+ * per output).  convt._dispatch.wide_planes says where they serve. */
 #define PLANE_NAME(part) convt_avx512_plane_##part
 #define PLANE_TARGET AVX512
 #define PLANE_V_f32 __m512
