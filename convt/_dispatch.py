@@ -292,14 +292,15 @@ PLANE_WORK_SCALE = 8
 # wider blocks load half as many vectors per output but cover a row in coarser
 # steps, so a call runs them (wide_planes) where they compute no more columns per
 # row than 256-bit blocks and every loaded vector feeds enough multiply-adds:
-# rows of unit stride and dilation (blocks share their loads) and kernel rows of
-# at least PLANE_WIDE_MIN_TAPS taps.  On 1 Zen 4 core, 512-bit against 256-bit
-# planes (float32, alternating, benchmarks/tune.py --only planes): 7x7 on 14x14
-# x 384 1.45x, on 28x28 1.31x, on 56x56 1.28x; 5x5 on 14x14 x 480 1.32x, on
-# 28x28 x 240 1.13x; float64 5x5 on 28x28 1.14x.  Elsewhere 256-bit won or tied:
-# 3x3 (whose 256-bit blocks of 8 rows share more loads: 0.79-0.98x), stride 2
-# (0.97-1.03x), row dilation 2 (0.79x), and wherever the wider steps compute
-# more columns (7-wide rows: 0.62-0.73x; 112-wide: 0.89x).
+# rows of unit stride and dilation (blocks share their loads), and kernel rows of
+# at least PLANE_WIDE_MIN_TAPS taps, or output rows of one 512-bit vector (blocks
+# of 8 rows).  On 1 Zen 4 core, 512-bit against 256-bit planes (float32, one
+# process per run, alternating): 7x7 on 14x14 x 384 1.45x, on 28x28 1.26x, on
+# 56x56 1.15x; 5x5 on 14x14 x 480 1.33x, on 28x28 x 240 1.14x; 3x3 on 14x14 x
+# 576 1.12x; float64 5x5 on 28x28 1.14x, 3x3 on 7x7 1.16x.  Elsewhere 256-bit
+# won: 3x3 on 28x28 and 56x56 (0.91-0.96x), stride 2 (0.97-1.0x), row
+# dilation 2 (0.79x), and wherever the wider steps compute more columns (7-wide
+# rows: 0.6-0.7x; 112-wide: 0.89x).
 PLANE_WIDE_MIN_TAPS = 5
 # Planes (images x groups) a call needs, at least (see plane_route); None:
 # work_items_target(), as many as a plan aims at work items.
@@ -346,8 +347,8 @@ def wide_planes(problem):
     lanes = 32 // np.dtype(problem.dtype).itemsize  # per 256-bit vector
     width = g.output_shape[-1]
     return (g.strides[0] == 1 and g.dilations[0] == 1
-            and g.kernel_shape[-1] >= PLANE_WIDE_MIN_TAPS
-            and _plane_columns(width, 2 * lanes) <= _plane_columns(width, lanes))
+            and _plane_columns(width, 2 * lanes) <= _plane_columns(width, lanes)
+            and (g.kernel_shape[-1] >= PLANE_WIDE_MIN_TAPS or width <= 2 * lanes))
 
 
 def plane_family(problem, family, forced=None):

@@ -268,8 +268,8 @@ def test_filter_layouts_are_read_through_their_strides(filter_format):
 def test_the_wider_planes_serve_where_they_compute_no_more_columns(monkeypatch):
     """On a CPU with both, 512-bit planes serve calls whose rows they cover in as
     few columns as 256-bit ones, with unit row stride and dilation and kernel rows
-    of PLANE_WIDE_MIN_TAPS taps or more; the AVX2 planes serve the rest; a forced
-    set is kept."""
+    of PLANE_WIDE_MIN_TAPS taps or more (or rows of one 512-bit vector); the AVX2
+    planes serve the rest; a forced set is kept."""
     if not {"avx512", "avx2"} <= set(_dispatch.available_kernel_sets()):
         pytest.skip("needs the AVX-512 and AVX2 sets")
     monkeypatch.delenv(_dispatch.KERNEL_SET_VARIABLE, raising=False)
@@ -281,8 +281,10 @@ def test_the_wider_planes_serve_where_they_compute_no_more_columns(monkeypatch):
                        (channels, 1, kernel, kernel), dtype).plane.family
 
     assert family(28, 5) == family(56, 7) == family(14, 7) == "avx512"  # 32 / 64 / 16 columns
-    assert family(28, 5, np.float64) == "avx512"      # 32 doubles either way
-    assert family(14, 3) == family(56, 3) == family(7, 3, np.float64) == "avx2"  # 3 taps
+    assert family(28, 5, np.float64) == "avx512"  # 32 doubles either way
+    assert family(14, 3) == "avx512"              # rows of one vector: blocks of 8 rows
+    assert family(7, 3, np.float64) == "avx512"   # 8 doubles: one 512-bit vector
+    assert family(28, 3) == family(56, 3) == "avx2"   # 3 taps over rows of 2 vectors
     assert family(7, 5) == family(112, 5) == "avx2"   # 16 > 8, 128 > 112 columns
     assert family(28, 5, strides=(2, 2)) == "avx2"    # row stride 2
     assert family(28, 5, dilations=(2, 2), pads=(4,) * 4) == "avx2"  # row dilation 2

@@ -213,15 +213,11 @@
 
 /* One output channel's plane from the filled buffer, KH x KW taps (constants, or
  * the shape's): rows one vector long in blocks of 8 rows, longer rows in blocks
- * of 4 rows x 2 vectors (8 sums either way), but for 3 kernel rows of unit row
- * stride, whose rows of any length go in blocks of 8 rows x 1 vector (each
- * loaded vector feeds up to 3 rows of 8 where 4-row blocks read 6 rows for 4:
- * 3x3 on 40x40 to 56x56 planes 1.15-1.2x faster on 1 Zen 4 core, float64 on
- * 14x14 1.15x).  SY > 0: the plane's row stride is SY and its row dilation 1,
- * and blocks of 4 whole rows, or of up to 8 rows one vector long, share their
- * loads.  (Sharing in the 4-row blocks of a plane's last rows too, by a second
- * copy of the block, made the 5x5 and 3x3 calls on larger planes 3-8% slower
- * on Zen 4: a larger function, for 1-2% on 14x14.) */
+ * of 4 rows x 2 vectors (8 sums either way).  SY > 0: the plane's row stride is
+ * SY and its row dilation 1, and blocks of 4 whole rows, or of up to 8 rows one
+ * vector long, share their loads.  (Sharing in the 4-row blocks of a plane's
+ * last rows too, by a second copy of the block, made the 5x5 and 3x3 calls on
+ * larger planes 3-8% slower on Zen 4: a larger function, for 1-2% on 14x14.) */
 #define PLANE_DEFINE_SUMS_OF(S, T, SUFFIX, KH, KW, SY)                                    \
     static PLANE_TARGET void PLANE_NAME(sums_##SUFFIX)(const convt_plane_shape *s,        \
                                                        const T *buffer, const T *w,       \
@@ -245,20 +241,6 @@
                 else                                                                      \
                     PLANE_SUMS_BY_ROW(S, T, 8, 1, KH, KW)                                 \
                 PLANE_STORE_BLOCK(S, T, 8, 1)                                             \
-            }                                                                             \
-            return;                                                                       \
-        }                                                                                 \
-        if ((KH) == 3 && (SY) == 1) {                                                     \
-            /* 3 kernel rows: 8 rows of a vector read 10 buffer rows, 4 rows of two */   \
-            /* vectors 6 of each: fewer loads per output, and these sums are bound */    \
-            /* by their loads */                                                          \
-            for (oy = 0; oy < oh; oy += 8) {                                              \
-                count = oh - oy < 8 ? oh - oy : 8;                                        \
-                for (t = (ow - 1) / L * L; t >= 0; t -= L) {                              \
-                    PLANE_V_##S acc[8][1];                                                \
-                    PLANE_SUMS_SHARED(S, T, 8, 1, KH, KW, SHARE, 1)                       \
-                    PLANE_STORE_BLOCK(S, T, 8, 1)                                         \
-                }                                                                         \
             }                                                                             \
             return;                                                                       \
         }                                                                                 \
