@@ -147,9 +147,8 @@
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc + ((i & 1) ? sibling : 0), total[i]); \
     }
 
-/* Storing pairs: the sums v of rows 2j and 2j + 1 are the even and odd outputs
- * of one channel; interleaved in registers, then y = v + bias or y = y + v,
- * rounded once to the storage type (YLOAD widens, YSTORE rounds). */
+/* Storing pairs: the sums of rows 2j and 2j + 1 are the even and odd outputs of
+ * one channel, stored interleaved by STORE_PAIR (x86_avx512.h). */
 #define DEFINE_PAIR_STORE(NAME, ROWS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE, SET1,     \
                           FMA, ADD, PERMUTE, LOW, HIGH)                                   \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
@@ -163,17 +162,8 @@
                        START_FROM_IDENTITY(ROWS, LOAD, sizeof(T)), )                      \
         for (i = 0; i < (ROWS); i += 2) {                                                 \
             YT *row = (YT *)y + (i / 2) * ldy;                                            \
-            V low = PERMUTE(total[i], LOW, total[i + 1]);                                 \
-            V high = PERMUTE(total[i], HIGH, total[i + 1]);                               \
-            if (accumulate) {                                                             \
-                low = ADD(YLOAD(row), low);                                               \
-                high = ADD(YLOAD(row + (W)), high);                                       \
-            } else if (bias) {                                                            \
-                low = ADD(low, SET1(bias[i / 2]));                                        \
-                high = ADD(high, SET1(bias[i / 2]));                                      \
-            }                                                                             \
-            YSTORE(row, low);                                                             \
-            YSTORE(row + (W), high);                                                      \
+            STORE_PAIR(row, total[i], total[i + 1], i / 2, V, W, YLOAD, YSTORE, SET1, ADD, \
+                       PERMUTE, LOW, HIGH)                                                \
         }                                                                                 \
     }
 

@@ -1,7 +1,8 @@
 /* What the two AVX-512 files share (x86_avx512.c, x86_avx512_wide.c): the
  * target attribute, widening loads and rounding stores of the narrow storage
  * types, the identity the block totals start from, the hint for a later call's
- * lines of y, the lane orders that interleave two stride phases, and the argument
+ * lines of y, the interleaved store of a channel's two stride phases and the lane
+ * orders it uses, and the argument
  * lists of the pair-store kernels per storage type and vector width. */
 #ifndef CONVT_X86_AVX512_H
 #define CONVT_X86_AVX512_H
@@ -69,6 +70,27 @@ static const double NEGATIVE_ZEROS_F64[8] = {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0,
  * 1.22-1.43 ms; back to back, other layers within the noise. */
 #define PREFETCH_LATER_PANEL(ROWS, C, LDC, DISTANCE)                                      \
     for (i = 0; i < (ROWS); ++i) convt_prefetch_write((C) + i * (LDC) + (DISTANCE));
+
+/* One channel's even and odd sums (EVEN, ODD: vectors of W outputs of the two stride
+ * phases) interleaved in registers into outputs OUT .. OUT + 2 W - 1, then stored: y +
+ * the sums when accumulating, else the sums + the channel's bias (if any), rounded
+ * once to the storage type (YLOAD widens, YSTORE rounds).  The pair-store kernels of
+ * both files end with it (`accumulate` and `bias` are their arguments). */
+#define STORE_PAIR(OUT, EVEN, ODD, CHANNEL, V, W, YLOAD, YSTORE, SET1, ADD, PERMUTE, LOW,  \
+                   HIGH)                                                                  \
+    {                                                                                     \
+        V low = PERMUTE(EVEN, LOW, ODD);                                                  \
+        V high = PERMUTE(EVEN, HIGH, ODD);                                                \
+        if (accumulate) {                                                                 \
+            low = ADD(YLOAD(OUT), low);                                                   \
+            high = ADD(YLOAD((OUT) + (W)), high);                                         \
+        } else if (bias) {                                                                \
+            low = ADD(low, SET1(bias[CHANNEL]));                                          \
+            high = ADD(high, SET1(bias[CHANNEL]));                                        \
+        }                                                                                 \
+        YSTORE(OUT, low);                                                                 \
+        YSTORE((OUT) + (W), high);                                                        \
+    }
 
 /* Lane orders interleaving two vectors: a0 b0 a1 b1 ... (low half), then the high half. */
 #define LOW_ZF _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)

@@ -148,10 +148,9 @@
                 STORE(c + i * ldc + ((i & 1) ? sibling : 0) + j * (W), total[i][j]);      \
     }
 
-/* Storing pairs: the sums v of rows 2r and 2r + 1 are the even and odd outputs
- * of one channel; vector j of each, interleaved in registers, makes outputs
- * 2 j W .. 2 (j + 1) W; then y = v + bias or y = y + v, rounded once to the
- * storage type (YLOAD widens, YSTORE rounds). */
+/* Storing pairs: the sums of rows 2r and 2r + 1 are the even and odd outputs of
+ * one channel; vector j of each makes outputs 2 j W .. 2 (j + 1) W, stored
+ * interleaved by STORE_PAIR (x86_avx512.h). */
 #define DEFINE_PAIR_STORE(NAME, ROWS, VECS, T, YT, V, W, SETZERO, LOAD, YLOAD, YSTORE,     \
                           SET1, FMA, ADD, PERMUTE, LOW, HIGH)                             \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
@@ -167,17 +166,8 @@
             YT *row = (YT *)y + (i / 2) * ldy;                                            \
             for (j = 0; j < (VECS); ++j) {                                                \
                 YT *out = row + 2 * j * (W);                                              \
-                V low = PERMUTE(total[i][j], LOW, total[i + 1][j]);                       \
-                V high = PERMUTE(total[i][j], HIGH, total[i + 1][j]);                     \
-                if (accumulate) {                                                         \
-                    low = ADD(YLOAD(out), low);                                           \
-                    high = ADD(YLOAD(out + (W)), high);                                   \
-                } else if (bias) {                                                        \
-                    low = ADD(low, SET1(bias[i / 2]));                                    \
-                    high = ADD(high, SET1(bias[i / 2]));                                  \
-                }                                                                         \
-                YSTORE(out, low);                                                         \
-                YSTORE(out + (W), high);                                                  \
+                STORE_PAIR(out, total[i][j], total[i + 1][j], i / 2, V, W, YLOAD, YSTORE, \
+                           SET1, ADD, PERMUTE, LOW, HIGH)                                 \
             }                                                                             \
         }                                                                                 \
     }
