@@ -19,14 +19,14 @@
  * back, and the next call (the next row block) continues where it stopped, so
  * the packed weights form one stream.  Where that stream comes from memory
  * (weights beyond the caches, each used by few positions) the hardware
- * prefetchers ran too little ahead and the kernels waited on its lines: a bound
- * DCGAN 1024 -> 512 k4s2 layer on a 4x4 map (32 MiB of weights) ran 1.52x
+ * prefetchers ran too little ahead and the gemm kernels waited on its lines: a
+ * bound DCGAN 1024 -> 512 k4s2 layer on a 4x4 map (32 MiB of weights) ran 1.52x
  * faster with the hint on 1 and 2 Zen 4 cores (1.16x with avx512_wide's
  * kernels, 1.61x with AVX2's), its 512 -> 256 twin on 8x8 1.15x and a batched
- * k16s8 vocoder layer (8 MiB) 1.05x on 1 core; layers whose weights stay in
- * L2 were unchanged (within +-2%).  1.5 KiB ahead gained a third as much,
- * 4.5-12 KiB all the same; 1 KiB, nothing.  A build may override it
- * (-DCONVT_WEIGHT_PREFETCH_BYTES=...) to measure another distance. */
+ * k16s8 vocoder layer (8 MiB) 1.05x on 1 core; 21 layers whose weights stay in
+ * the caches (gemm_t's small maps among them) moved within the noise (+-3%).
+ * 1.5 KiB ahead gained a third as much, 4.5-12 KiB all the same.  A build may
+ * override it (-DCONVT_WEIGHT_PREFETCH_BYTES=...) to measure another distance. */
 #ifndef CONVT_WEIGHT_PREFETCH_BYTES
 #define CONVT_WEIGHT_PREFETCH_BYTES 6144
 #endif
