@@ -71,7 +71,7 @@
                 const T *row = b + offsets[k];                                            \
                 const T *vec = TRANSPOSED ? a : row, *bc = TRANSPOSED ? row : a;          \
                 V b0 = LOAD(vec), b1 = VECTORS > 1 ? LOAD(vec + (W)) : b0, x;             \
-                convt_prefetch_weights(a);                                                \
+                convt_prefetch_weights(a, ROWS);                                          \
                 if (PACK) {                                                               \
                     STORE(pack_to + 2 * (W) * k, b0);                                     \
                     STORE(pack_to + 2 * (W) * k + (W), b1);                               \

@@ -41,7 +41,7 @@
 #define BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)                        \
     for (; k < end; ++k, a += (ROWS)) {                                                   \
         V even = LOAD(b + offsets[k]), odd = LOAD(b + offsets[k] + (SIBLING));            \
-        convt_prefetch_weights(a);                                                        \
+        convt_prefetch_weights(a, ROWS);                                                  \
         KEEP                                                                              \
         for (i = 0; i < (ROWS); ++i)                                                      \
             SUMS[i] = FMA(SET1(a[i]), (i & 1) ? odd : even, SUMS[i]);                     \
@@ -216,7 +216,7 @@ GEMMS(YD, gemm_yd_r, 0)
         for (; k < end; ++k, a += LANES) {                                                \
             const T *row = (BASE) + offsets[k];                                           \
             V weights = LOAD(a);                                                          \
-            convt_prefetch_weights(a);                                                    \
+            convt_prefetch_weights(a, P);                                                 \
             for (i = 0; i < (P); ++i) acc[i] = FMA(weights, SET1(row[AT]), acc[i]);       \
         }                                                                                 \
         for (i = 0; i < (P); ++i) total[i] = ADD(total[i], acc[i]);                       \

@@ -28,7 +28,7 @@
             even[j] = LOAD(b + offsets[k] + j * (W));                                     \
             odd[j] = LOAD(b + offsets[k] + (SIBLING) + j * (W));                          \
         }                                                                                 \
-        convt_prefetch_weights(a);                                                        \
+        convt_prefetch_weights(a, ROWS);                                                  \
         KEEP                                                                              \
         for (i = 0; i < (ROWS); ++i) {                                                    \
             V weight = SET1(a[i]);                                                        \
