@@ -391,6 +391,24 @@ def test_tiles_cut_to_fit_the_product_have_equal_rows(monkeypatch, x_shape, w_sh
         assert stack["tile_rows"] == -(-grid_rows // tiles), (kernel_set, stack["tile_rows"])
 
 
+@pytest.mark.parametrize("positions", [4096, 5000])
+def test_a_row_cut_to_fit_is_shared_by_equal_tiles(positions):
+    """A 1-D row over the tile budget is cut into tiles of equal whole panels: 4096
+    positions of a k31 Conv were cut as 3040 + 1056, and of its two items one
+    thread ran three quarters."""
+    from convt import Conv, explain
+    for kernel_set in _dispatch.available_kernel_sets():
+        if kernel_set == "blas":
+            continue
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+            stack = explain(Conv(pads=(15, 15)), (1, 64, positions), (64, 64, 31)).plan.stacks[0]
+        cols, tiles = int(stack["tile_cols"]), int(stack["col_tiles"])
+        assert 1 < tiles and (tiles - 1) * cols < positions <= tiles * cols, kernel_set
+        # the last tile is short by less than a panel per tile (rounding to whole panels)
+        assert tiles * cols - positions < tiles * int(stack["panel"]), (kernel_set, cols)
+
+
 @pytest.mark.parametrize("cg, limit, chunk", [(64, 18, 16), (19, 18, 10), (256, 85, 64),
                                               (12, 18, 12), (7, 1, 1), (512, 74, 74)])
 def test_k_chunks_are_equal(cg, limit, chunk):
