@@ -621,8 +621,8 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, bl
         smaller = _resized(tile, _equal_rows(grid_rows, fitting), tile.cols, reach, chunk, taps,
                            blocking)
     else:
-        smaller = _resized(tile, 1, _equal_columns(extents[-1], min(tile.cols, max_columns), panel),
-                           reach, chunk, taps, blocking)
+        columns = _equal_columns(extents[-1], min(tile.cols, max_columns), panel)
+        smaller = _resized(tile, 1, columns, reach, chunk, taps, blocking)
     if smaller.columns > max_columns:
         return tile
     # groups are whole row blocks: a stack of one block has no groups to cut
