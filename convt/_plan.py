@@ -332,25 +332,20 @@ def _choose_rows_cols(extents, shape_of, budget, quantum):
             if smaller < quantum:
                 break
         cols = smaller
-    return shape_of(_equal_rows(grid_rows, rows), _equal_columns(extents[-1], cols, quantum))
+    return shape_of(_equal_share(grid_rows, rows), _equal_share(extents[-1], cols, quantum))
 
 
-def _equal_columns(grid_cols, cols, quantum):
-    """Columns per tile when tiles of at most ``cols`` columns (whole ``quantum``, or
-    all of them) cover ``grid_cols``, shared as equally as whole quanta allow: a
-    1-D row of 4096 in tiles of at most 3040 is two of 2048, not 3040 and 1056 (a
-    Conv 64 -> 64, k31 on that row, ran its two items on 2 Zen 4 threads 1.44x
-    faster: 7.0 -> 4.9 ms)."""
-    if cols >= grid_cols:
-        return cols
-    return min(cols, _round_up(-(-grid_cols // -(-grid_cols // cols)), quantum))
-
-
-def _equal_rows(grid_rows, rows):
-    """Rows per tile when tiles of at most ``rows`` rows cover ``grid_rows``, shared
-    equally: 56 rows in tiles of at most 35 are two of 28, not 35 and 21 (a
-    short tile makes an item of another size, and a thread idle at the end)."""
-    return -(-grid_rows // -(-grid_rows // rows))
+def _equal_share(extent, most, quantum=1):
+    """The length of each of the fewest pieces of at most ``most`` (whole ``quantum``)
+    that cover ``extent``, shared as equally as whole quanta allow.  A short last
+    piece makes an item of another size, and a thread idle at the end: 56 rows in
+    tiles of at most 35 are two of 28, not 35 and 21; a 1-D row of 4096 columns in
+    tiles of at most 3040 (panels of 16) two of 2048, not 3040 and 1056 (a Conv 64 ->
+    64, k31 on that row, ran its two items on 2 Zen 4 threads 1.44x faster: 7.0 ->
+    4.9 ms)."""
+    if most >= extent:
+        return extent
+    return min(most, _round_up(-(-extent // -(-extent // most)), quantum))
 
 
 # How much larger than the gathered taps a window may be and still be chosen.
@@ -618,10 +613,10 @@ def _product_sized(tile, extents, reach, chunk, taps, rows, held, blocks, cg, bl
     if tile.rows > 1 and max_columns >= tile.cols + panel:
         fitting = max(1, (max_columns - tile.cols) // tile.row_stride + 1)
         grid_rows = extents[-2] if len(extents) >= 2 else 1
-        smaller = _resized(tile, _equal_rows(grid_rows, fitting), tile.cols, reach, chunk, taps,
+        smaller = _resized(tile, _equal_share(grid_rows, fitting), tile.cols, reach, chunk, taps,
                            blocking)
     else:
-        columns = _equal_columns(extents[-1], min(tile.cols, max_columns), panel)
+        columns = _equal_share(extents[-1], min(tile.cols, max_columns), panel)
         smaller = _resized(tile, 1, columns, reach, chunk, taps, blocking)
     if smaller.columns > max_columns:
         return tile
@@ -666,7 +661,7 @@ class _TileContext:
         budget = max(blocking.operand_bytes // blocking.itemsize, tile.operand)
         lowest = max(1, min(tile.rows // 2 + 1, blocking.min_split_rows))
         highest = min(grid_rows, 2 * tile.rows)
-        heights = {_equal_rows(grid_rows, rows) for rows in range(lowest, highest + 1)}
+        heights = {_equal_share(grid_rows, rows) for rows in range(lowest, highest + 1)}
         candidates = (self.reshaped(tile, rows, blocking)
                       for rows in sorted(heights - {tile.rows},
                                          key=lambda r: (abs(r - tile.rows), -r)))
