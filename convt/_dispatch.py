@@ -305,6 +305,23 @@ PLANE_WIDE_MIN_TAPS = 5
 # Planes (images x groups) a call needs, at least (see plane_route); None:
 # work_items_target(), as many as a plan aims at work items.
 PLANE_MIN_PLANES = None
+# Depthwise calls (one input and one output channel per group, at least
+# PLANE_CHANNELS_MIN_CHANNELS of them) whose rows are strided and whose output
+# rows are at most PLANE_CHANNELS_MAX_WIDTH long run with channels side by side
+# (convt._planes: the channels as vector lanes, PLANE_CHANNELS_BLOCK per work
+# item, a multiple of 32).  A strided plane's output rows that short leave the
+# plane sums' 256-bit vectors partly idle, one row per vector, with no loads to
+# share.  On 1 Zen 4 core (AVX2 planes; separate processes, two runs each),
+# against the planes: 576 channels 3x3 s2 14x14 -> 7x7 1.35-2.0x, 672 channels
+# 5x5 s2 14x14 -> 7x7 2.2x faster; 256 channels 3x3 s2 16x16 -> 8x8 the same,
+# 32 channels 7% slower.  Where the planes share loads (unit row stride) or fill
+# their vectors, they kept up or won: 3x3 s1 on 7x7 x 960 and x 1152 0.9-1.5x,
+# on 8x8 x 512 0.82x, 5x5 s1 on 7x7 0.7-1.4x, and strided rows of 14 outputs
+# (0.8-0.93x) or more (28: 0.5x).
+PLANE_CHANNELS_MAX_WIDTH = 8
+PLANE_CHANNELS_MIN_STRIDE = 2
+PLANE_CHANNELS_MIN_CHANNELS = 64
+PLANE_CHANNELS_BLOCK = 64
 
 
 def plane_bytes(problem):
@@ -349,6 +366,20 @@ def wide_planes(problem):
     return (g.strides[0] == 1 and g.dilations[0] == 1
             and _plane_columns(width, 2 * lanes) <= _plane_columns(width, lanes)
             and (g.kernel_shape[-1] >= PLANE_WIDE_MIN_TAPS or width <= 2 * lanes))
+
+
+def plane_channel_block(problem):
+    """Channels per work item where a plane call runs with channels side by side
+    (see PLANE_CHANNELS_MAX_WIDTH), else 0: PLANE_CHANNELS_BLOCK channels shared
+    equally over the fewest blocks, in multiples of 32."""
+    g = problem.geometry
+    if (problem.mg != 1 or problem.group < PLANE_CHANNELS_MIN_CHANNELS
+            or min(g.pads_begin) < 0 or g.strides[-1] < PLANE_CHANNELS_MIN_STRIDE
+            or g.output_shape[-1] > PLANE_CHANNELS_MAX_WIDTH):
+        return 0
+    blocks = -(-problem.group // PLANE_CHANNELS_BLOCK)
+    share = -(-problem.group // blocks)
+    return -(-share // 32) * 32
 
 
 def plane_family(problem, family, forced=None):
@@ -1281,7 +1312,9 @@ def _tuning():
             WINOGRAD_PHASE_MIN_CHANNELS, WINOGRAD_PHASE_MIN_WORK, WINOGRAD_PHASE_SUM_BLOCK,
             WINOGRAD_PHASE_BLOCK_BYTES, WINOGRAD_PHASE_OUT_CHUNK,
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
-            PLANE_MIN_PLANES, PLANE_WIDE_MIN_TAPS, COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES,
+            PLANE_MIN_PLANES, PLANE_WIDE_MIN_TAPS, PLANE_CHANNELS_MAX_WIDTH,
+            PLANE_CHANNELS_MIN_STRIDE, PLANE_CHANNELS_MIN_CHANNELS, PLANE_CHANNELS_BLOCK,
+            COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES,
             COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,

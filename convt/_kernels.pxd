@@ -70,6 +70,12 @@ cdef extern from "plane.h" nogil:
                          float*, float*, int)
     void convt_plane_f64(const convt_plane_shape*, const double*, const double*,
                          const double*, double*, double*, int)
+    Py_ssize_t convt_plane_channels_rows(const convt_plane_shape*)
+    Py_ssize_t convt_plane_channels_cols(const convt_plane_shape*)
+    void convt_plane_channels_f32(const convt_plane_shape*, Py_ssize_t, const float*,
+                                  const float*, const float*, float*)
+    void convt_plane_channels_f64(const convt_plane_shape*, Py_ssize_t, const double*,
+                                  const double*, const double*, double*)
 
 
 cdef extern from "kernel_set.h" nogil:
@@ -144,6 +150,11 @@ cdef extern from "kernel_set.h" nogil:
     ctypedef void (*convt_plane_kernel_f64)(const convt_plane_shape*, const double*,
                                             const double*, const double*, double*, double*,
                                             int)
+    ctypedef void (*convt_plane_channels_kernel_f32)(const convt_plane_shape*, Py_ssize_t,
+                                              const float*, const float*, const float*, float*)
+    ctypedef void (*convt_plane_channels_kernel_f64)(const convt_plane_shape*, Py_ssize_t,
+                                              const double*, const double*, const double*,
+                                              double*)
 
     ctypedef struct convt_kernels_f32:
         const char* name
@@ -170,6 +181,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_winograd_out_f32 winograd_output
         convt_plane_kernel_f32 plane
         convt_interleave_f32 interleave_stream
+        convt_plane_channels_kernel_f32 plane_channels
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -196,6 +208,7 @@ cdef extern from "kernel_set.h" nogil:
         void* winograd_output
         convt_plane_kernel_f64 plane
         convt_interleave_f64 interleave_stream
+        convt_plane_channels_kernel_f64 plane_channels
 
     ctypedef struct convt_family:
         const char* name

@@ -125,3 +125,206 @@ def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
     with nogil:
         convt_run(plane_task, &job, items, threads)
     raise_if_stopped(&signals)
+
+
+# Depthwise planes with channels side by side (plane.h, the plane_channels
+# entries): for small planes of many channels, whose rows are too short for the
+# plane sums' vectors.  A work item is one image and a block of consecutive
+# channels (one input channel and one output channel per group); its thread
+# transposes the block's input planes into a zero-padded [row][column][channel]
+# buffer, sums every output from it, and transposes the sums back into y.  The
+# arithmetic is the plane sums' (see plane.h), so both layouts give the same bits,
+# and results do not depend on the thread count.
+
+
+cdef struct ChannelsJob:
+    convt_plane_shape shape
+    const char* x
+    const char* w              # (C, 1, KH, KW), each kernel contiguous
+    const char* bias           # (C,) or NULL
+    char* y
+    bint doubles
+    const convt_kernels_f32* kernels_f32
+    const convt_kernels_f64* kernels_f64
+    Py_ssize_t channels, block, blocks
+    Py_ssize_t x_image, x_channel, y_image, y_channel, w_channel   # element strides
+    Py_ssize_t rows, cols      # the padded buffer's positions
+    Py_ssize_t staged, padded, sums, weights   # elements of each part of a thread's buffer
+    Py_ssize_t per_thread      # buffer elements per thread (64-byte multiples)
+    char* workspace
+    Signals* signals
+
+
+cdef inline void transpose_block(const ChannelsJob* job, Py_ssize_t rows, Py_ssize_t cols,
+                                 const acc_t* src, Py_ssize_t src_stride, acc_t* dst,
+                                 Py_ssize_t dst_stride) noexcept nogil:
+    if acc_t is float:
+        job.kernels_f32.transpose(rows, cols, src, src_stride, dst, dst_stride, NULL)
+    else:
+        job.kernels_f64.transpose(rows, cols, src, src_stride, dst, dst_stride, NULL)
+
+
+cdef inline void channels_weights(const ChannelsJob* job, Py_ssize_t first, Py_ssize_t count,
+                                  acc_t* w, acc_t* bias) noexcept nogil:
+    """The block's kernels as [kernel row][tap][channel] into ``w``, its biases into
+    ``bias``, zero past its last channel (those lanes are summed, never stored)."""
+    cdef Py_ssize_t taps = job.shape.kernel_height * job.shape.kernel_width
+    cdef const acc_t* source = <const acc_t*>job.w + first * job.w_channel
+    cdef Py_ssize_t c, t
+    memset(w, 0, taps * job.block * sizeof(acc_t))
+    for c in range(count):
+        for t in range(taps):
+            w[t * job.block + c] = source[c * job.w_channel + t]
+    if job.bias != NULL:
+        memset(bias, 0, job.block * sizeof(acc_t))
+        memcpy(bias, <const acc_t*>job.bias + first, count * sizeof(acc_t))
+
+
+cdef inline void channels_sums(const ChannelsJob* job, const acc_t* padded, const acc_t* w,
+                               const acc_t* bias, acc_t* sums) noexcept nogil:
+    if acc_t is float:
+        if job.kernels_f32.plane_channels != NULL:
+            job.kernels_f32.plane_channels(&job.shape, job.block, padded, w, bias, sums)
+        else:
+            convt_plane_channels_f32(&job.shape, job.block, padded, w, bias, sums)
+    else:
+        if job.kernels_f64.plane_channels != NULL:
+            job.kernels_f64.plane_channels(&job.shape, job.block, padded, w, bias, sums)
+        else:
+            convt_plane_channels_f64(&job.shape, job.block, padded, w, bias, sums)
+
+
+cdef void channels_item(const ChannelsJob* job, Py_ssize_t n, Py_ssize_t block_index,
+                        acc_t* buffer) noexcept nogil:
+    """One image's block of channels: input planes into the padded buffer (input row
+    h at padded row h + pad_top, column q at q + pad_left, those an output reads),
+    the sums, and the sums into y."""
+    cdef const convt_plane_shape* s = &job.shape
+    cdef Py_ssize_t block = job.block
+    cdef Py_ssize_t first = block_index * block
+    cdef Py_ssize_t count = min(block, job.channels - first)
+    cdef acc_t* staged = buffer
+    cdef acc_t* padded = buffer + job.staged
+    cdef acc_t* sums = padded + job.padded
+    cdef acc_t* w = sums + job.sums
+    cdef acc_t* bias = w + job.weights
+    cdef const acc_t* x = <const acc_t*>job.x + n * job.x_image + first * job.x_channel
+    cdef acc_t* y = <acc_t*>job.y + n * job.y_image + first * job.y_channel
+    cdef Py_ssize_t used = min(s.in_width, job.cols - s.pad_left)  # input columns read
+    cdef Py_ssize_t h, r, oy
+    memset(padded, 0, job.padded * sizeof(acc_t))
+    if used > 0:
+        if s.x_row == s.in_width:  # the planes packed: one transpose, then row copies
+            transpose_block(job, count, s.in_height * s.in_width, x, job.x_channel, staged, block)
+        for h in range(s.in_height):
+            r = h + s.pad_top
+            if r >= job.rows:
+                break
+            if s.x_row == s.in_width:
+                memcpy(padded + (r * job.cols + s.pad_left) * block,
+                       staged + h * s.in_width * block, used * block * sizeof(acc_t))
+            else:
+                transpose_block(job, count, used, x + h * s.x_row, job.x_channel,
+                                padded + (r * job.cols + s.pad_left) * block, block)
+    channels_weights(job, first, count, w, bias)
+    channels_sums(job, padded, w, bias if job.bias != NULL else NULL, sums)
+    if s.y_row == s.out_width:
+        transpose_block(job, s.out_height * s.out_width, count, sums, block, y, job.y_channel)
+    else:
+        for oy in range(s.out_height):
+            transpose_block(job, s.out_width, count, sums + oy * s.out_width * block, block,
+                            y + oy * s.y_row, job.y_channel)
+
+
+cdef void channels_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const ChannelsJob* job = <const ChannelsJob*>context
+    cdef Py_ssize_t n = index // job.blocks
+    cdef Py_ssize_t item = 8 if job.doubles else 4
+    cdef char* buffer = job.workspace + slot * job.per_thread * item
+    if stopped(job.signals, slot):
+        return
+    if job.doubles:
+        channels_item(job, n, index - n * job.blocks, <double*>buffer)
+    else:
+        channels_item(job, n, index - n * job.blocks, <float*>buffer)
+
+
+cdef Py_ssize_t aligned_elements(Py_ssize_t elements, Py_ssize_t item):
+    return (elements * item + 63) // 64 * 64 // item
+
+
+cdef void channels_buffers(ChannelsJob* job, Py_ssize_t item):
+    """The elements of each part of a thread's buffer, each a 64-byte multiple."""
+    cdef const convt_plane_shape* s = &job.shape
+    job.rows = convt_plane_channels_rows(s)
+    job.cols = convt_plane_channels_cols(s)
+    job.staged = aligned_elements(s.in_height * s.in_width * job.block, item)
+    job.padded = aligned_elements(job.rows * job.cols * job.block, item)
+    job.sums = aligned_elements(s.out_height * s.out_width * job.block, item)
+    job.weights = aligned_elements(s.kernel_height * s.kernel_width * job.block, item)
+    job.per_thread = (job.staged + job.padded + job.sums + job.weights
+                      + aligned_elements(job.block, item))
+
+
+def plane_channels_bytes(in_shape, out_shape, kernel_shape, strides, dilations,
+                         Py_ssize_t block, Py_ssize_t itemsize):
+    """Bytes of a thread's buffer for plane_conv_channels."""
+    cdef ChannelsJob job
+    plane_shape(&job.shape, in_shape, out_shape, kernel_shape, (0, 0), strides, dilations)
+    job.block = block
+    channels_buffers(&job, itemsize)
+    return job.per_thread * itemsize
+
+
+def plane_conv_channels(str family, x, w, b, y, Py_ssize_t block, pads, strides, dilations,
+                        workspace, int num_threads):
+    """Fill ``y`` with Conv(x, w, b) with channels side by side, ``block`` channels per
+    work item (a multiple of 32), on ``num_threads`` pool threads: x (N, C, H, W) and
+    y (N, C, OH, OW) of one dtype (float32 or float64) with unit column strides, C
+    groups of one channel, w (C, 1, KH, KW) with each kernel contiguous, b (C,)
+    contiguous or None; ``pads`` the begin pads (top, left), not negative;
+    ``workspace`` a C-contiguous array of at least ``num_threads`` times
+    plane_channels_bytes, plus 64, bytes."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef ChannelsJob job
+    cdef Signals signals = signals_for_this_call()
+    cdef int threads = max(1, num_threads)
+    cdef Py_ssize_t item = x.dtype.itemsize
+    cdef Py_ssize_t channels, items
+    if (x.ndim != 4 or y.ndim != 4 or w.ndim != 4 or w.shape[1] != 1
+            or x.dtype != y.dtype or x.dtype != w.dtype or x.dtype.itemsize not in (4, 8)
+            or x.dtype.kind != "f" or y.shape[1] != x.shape[1] or w.shape[0] != x.shape[1]
+            or (x.shape[3] > 1 and x.strides[3] != item)
+            or (y.shape[3] > 1 and y.strides[3] != item)
+            or block < 32 or block % 32 or min(pads) < 0
+            or w.strides[3] != item or w.strides[2] != w.shape[3] * item
+            or (b is not None and (b.dtype != x.dtype or b.shape != (x.shape[1],)
+                                   or not b.flags.c_contiguous))):
+        raise ValueError("plane_conv_channels: inconsistent operands")
+    channels = x.shape[1]
+    job.doubles = item == 8
+    job.kernels_f32 = kernels.f32
+    job.kernels_f64 = kernels.f64
+    plane_shape(&job.shape, x.shape[2:], y.shape[2:], w.shape[2:], pads, strides, dilations)
+    job.shape.x_row, job.shape.x_col = x.strides[2] // item, 1
+    job.shape.y_row, job.shape.y_col = y.strides[2] // item, 1
+    job.shape.outputs = 1
+    job.channels, job.block = channels, block
+    job.blocks = (channels + block - 1) // block
+    channels_buffers(&job, item)
+    job.x, job.w = <const char*>data_of(x), <const char*>data_of(w)
+    job.y = <char*>data_of(y)
+    job.bias = <const char*>data_of(b)
+    job.x_image, job.x_channel = x.strides[0] // item, x.strides[1] // item
+    job.w_channel = w.strides[0] // item
+    job.y_image, job.y_channel = y.strides[0] // item, y.strides[1] // item
+    items = x.shape[0] * job.blocks
+    if (not workspace.flags.c_contiguous or not workspace.flags.writeable
+            or workspace.nbytes < threads * job.per_thread * item + 64):
+        raise ValueError("plane_conv_channels: workspace too small")
+    job.workspace = <char*>data_of(workspace)
+    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
+    job.signals = &signals
+    with nogil:
+        convt_run(channels_task, &job, items, threads)
+    raise_if_stopped(&signals)

@@ -7,6 +7,12 @@ plane into its zero-padded buffer once and sums every output plane of the group
 from it.  The sums follow the stencil blocks' arithmetic (from zero, kernel rows
 then taps, padding multiplied like any input, then the bias), so Inf and NaN
 weights give what the Conv definition gives.
+
+Strided depthwise calls with short output rows (see
+:func:`convt._dispatch.plane_channel_block`) put the channels side by side
+instead: a work item is one image and a block of channels, transposed into a
+zero-padded [row][column][channel] buffer and summed with the channels as
+vector lanes, in the same order, so the results are the same bits.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch
+from . import _dispatch, _workspace
 from ._compiled import load
 
 
@@ -32,6 +38,7 @@ class PlaneRun:
     pads: tuple          # begin pads (top, left), strides, dilations: plane_conv's
     strides: tuple
     dilations: tuple
+    channel_block: int = 0   # channels side by side, this many per work item; 0: planes
 
 
 def plan(problem, family, forced=None):
@@ -39,15 +46,22 @@ def plan(problem, family, forced=None):
     (whose planes, or AVX2's, see convt._dispatch.plane_family; ``forced``: the
     set a caller forced)."""
     family = _dispatch.plane_family(problem, family, forced)
+    family = "portable" if family == "blas" else family
     groups = problem.group
+    geometry = problem.geometry
+    work = problem.multiply_adds() * _dispatch.PLANE_WORK_SCALE
+    layout = (tuple(geometry.pads_begin), tuple(geometry.strides), tuple(geometry.dilations))
+    block = _dispatch.plane_channel_block(problem)
+    if block:
+        buffer_bytes = load().plane_channels_bytes(
+            geometry.input_shape, geometry.output_shape, geometry.kernel_shape,
+            geometry.strides, geometry.dilations, block, np.dtype(problem.dtype).itemsize)
+        return PlaneRun(family, 1, problem.batch * -(-groups // block), work, buffer_bytes,
+                        *layout, channel_block=block)
     per_image = max(1, min(groups, -(-_dispatch.work_items_target() // problem.batch)))
     run = -(-groups // per_image)
     items = problem.batch * -(-groups // run)
-    geometry = problem.geometry
-    return PlaneRun("portable" if family == "blas" else family, run, items,
-                    problem.multiply_adds() * _dispatch.PLANE_WORK_SCALE,
-                    _dispatch.plane_bytes(problem), tuple(geometry.pads_begin),
-                    tuple(geometry.strides), tuple(geometry.dilations))
+    return PlaneRun(family, run, items, work, _dispatch.plane_bytes(problem), *layout)
 
 
 def run(plane, x, w, b, y, threads):
@@ -55,12 +69,27 @@ def run(plane, x, w, b, y, threads):
     if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
         w = np.ascontiguousarray(w)  # each kernel contiguous (a few weights per channel)
     bias = None if b is None else np.ascontiguousarray(b, dtype=x.dtype)
+    if plane.channel_block:
+        # kept between calls (convt._workspace): 100-300 KiB a thread, which a
+        # fresh array would fault in on every call
+        with _workspace.borrowed((max(1, threads) * plane.buffer_bytes + 64,),
+                                 np.uint8) as workspace:
+            load().plane_conv_channels(plane.family, x, w, bias, y, plane.channel_block,
+                                       plane.pads, plane.strides, plane.dilations,
+                                       workspace, threads)
+        return
     load().plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,
                       plane.dilations, threads)
 
 
 def describe(plane):
     """One line for :func:`convt.explain`."""
+    if plane.channel_block:
+        return (f"depthwise planes, channels side by side: each work item transposes "
+                f"{plane.channel_block} channels' input planes into a zero-padded buffer "
+                f"of positions x channels and sums their outputs with the channels as "
+                f"vector lanes ({plane.buffer_bytes / 1024:.1f} KiB per thread), "
+                f"{plane.work_items} work items, kernel set {plane.family}")
     return (f"depthwise planes: each input plane copied once into a zero-padded buffer "
             f"({plane.buffer_bytes / 1024:.1f} KiB per thread), every output plane of its "
             f"group summed from it in blocks of 8 sums; {plane.run} group(s) per work item, "

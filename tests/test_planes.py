@@ -2,7 +2,8 @@
 channel per group, a whole input plane at a time.  Results against the float64
 reference and, bit for bit, against the stencil blocks (the same arithmetic) on
 every kernel set; non-finite weights and inputs; threads; strided operands and
-out=; which calls take the route."""
+out=; which calls take the route.  The same with channels side by side, against
+the planes bit for bit."""
 
 import platform
 
@@ -292,3 +293,126 @@ def test_the_wider_planes_serve_where_they_compute_no_more_columns(monkeypatch):
     assert _dispatch.plane_family(problem, "avx512", forced="avx512") == "avx512"
     monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, "avx512")
     assert _dispatch.plane_family(problem, "avx512") == "avx512"
+
+
+# Channels side by side (plane.h's plane_channels entries, convt._planes): the
+# same sums as the planes, from a [row][column][channel] buffer.  Every case of one
+# input and one output channel per group, forced onto that layout, against the
+# planes bit for bit; more channels than one block, the last one partial.
+CHANNEL_CASES = dict(
+    {name: case for name, case in CASES.items() if case[1][0] == case[0][1]},
+    many_channels_stride_2=((2, 150, 14, 14), (150, 1, 3, 3),
+                            dict(group=150, strides=(2, 2), pads=(1, 1, 1, 1))),
+    many_channels_k5_stride_2=((1, 97, 15, 13), (97, 1, 5, 5),
+                               dict(group=97, strides=(2, 2), pads=(2, 1, 2, 2))),
+)
+
+
+def _channels_route(monkeypatch, on):
+    """Every call of one channel per group takes channels side by side (``on``), or
+    none does."""
+    monkeypatch.setattr(_dispatch, "PLANE_CHANNELS_MAX_WIDTH", 1 << 30 if on else 0)
+    monkeypatch.setattr(_dispatch, "PLANE_CHANNELS_MIN_STRIDE", 1)
+    monkeypatch.setattr(_dispatch, "PLANE_CHANNELS_MIN_CHANNELS", 1)
+
+
+def _channel_data(name, dtype, seed=0):
+    x_shape, w_shape, params = CHANNEL_CASES[name]
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(x_shape).astype(dtype),
+            rng.standard_normal(w_shape).astype(dtype),
+            rng.standard_normal(w_shape[0]).astype(dtype), params)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CHANNEL_CASES))
+def test_channels_side_by_side_are_the_planes_bit_for_bit(name, dtype, family, monkeypatch):
+    x, w, b, params = _channel_data(name, dtype)
+    layer = Conv(**params)
+    _channels_route(monkeypatch, False)
+    assert explain(layer, x.shape, w.shape, dtype).plane.channel_block == 0
+    planes = [layer._apply(x, w, bias, backend=family) for bias in (b, None)]
+    _channels_route(monkeypatch, True)
+    plane = explain(layer, x.shape, w.shape, dtype).plane
+    assert plane.channel_block % 32 == 0 and plane.channel_block >= 32
+    for bias, expected in zip((b, None), planes):
+        y = layer._apply(x, w, bias, backend=family)
+        np.testing.assert_array_equal(y, expected)
+        assert_conv_matches_reference(y, x, w, bias, **params)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_channels_side_by_side_multiply_the_padding(dtype, monkeypatch):
+    _channels_route(monkeypatch, True)
+    x, w, b, params = _channel_data("many_channels_stride_2", dtype)
+    w[0, 0, 0, 0] = np.inf
+    w[70, 0, 1, 1] = -np.inf
+    w[149, 0, 2, 2] = np.nan
+    x[1, 100, 3, 4] = np.nan
+    y, expected = _same_non_finite_outputs(x, w, b, params)
+    finite = np.isfinite(expected)
+    assert finite.sum() > y.size // 2
+    np.testing.assert_allclose(y[finite], expected[finite],
+                               rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_channels_side_by_side_across_thread_counts(monkeypatch):
+    _channels_route(monkeypatch, True)
+    x, w, b, params = _channel_data("many_channels_k5_stride_2", np.float32)
+    results = [Conv(num_threads=threads, **params).apply(x, w, b) for threads in (1, 2, 3)]
+    for y in results[1:]:
+        np.testing.assert_array_equal(y, results[0])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_channels_side_by_side_read_and_write_strided_planes(dtype, family, monkeypatch):
+    """The driver on planes whose rows lie apart in larger arrays (x and y): input
+    rows transposed one at a time, sums stored a row at a time, nothing around
+    them written; and a workspace that is too small refused."""
+    from convt._compiled import load
+
+    _channels_route(monkeypatch, True)
+    for name in ("many_channels_stride_2", "dilated_strided", "pads_beyond_the_kernel"):
+        x, w, b, params = _channel_data(name, dtype)
+        layer = Conv(**params)
+        expected = layer._apply(x, w, b, backend=family)
+        block = explain(layer, x.shape, w.shape, dtype).plane.channel_block
+        wide = np.zeros(x.shape[:2] + (x.shape[2] + 3, x.shape[3] + 5), dtype)
+        wide[:, :, 1:-2, 2:-3] = x
+        big = np.full(expected.shape[:3] + (expected.shape[3] + 7,), -7.0, dtype)
+        pads = params.get("pads", (0, 0, 0, 0))
+        strides, dilations = params.get("strides", (1, 1)), params.get("dilations", (1, 1))
+        size = load().plane_channels_bytes(x.shape[2:], expected.shape[2:], w.shape[2:],
+                                           strides, dilations, block, x.itemsize)
+        workspace = np.empty(2 * size + 64, np.uint8)
+        load().plane_conv_channels(family, wide[:, :, 1:-2, 2:-3], w, b, big[..., 3:-4], block,
+                                   pads[:2], strides, dilations, workspace, 2)
+        np.testing.assert_array_equal(big[..., 3:-4], expected)
+        np.testing.assert_array_equal(big[..., :3], -7.0)
+        np.testing.assert_array_equal(big[..., -4:], -7.0)
+        with pytest.raises(ValueError, match="workspace too small"):
+            load().plane_conv_channels(family, x, w, b, np.empty_like(expected), block,
+                                       pads[:2], strides, dilations, workspace[:size], 2)
+
+
+@pytest.mark.keep_thresholds
+def test_which_plane_calls_put_channels_side_by_side():
+    """Strided rows of at most PLANE_CHANNELS_MAX_WIDTH outputs, one input and one
+    output channel per group, at least PLANE_CHANNELS_MIN_CHANNELS of them."""
+    def block(x_shape, w_shape, dtype=np.float32, **params):
+        plane = explain(Conv(**params), x_shape, w_shape, dtype).plane
+        return None if plane is None else plane.channel_block
+
+    s2 = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    assert block((1, 576, 14, 14), (576, 1, 3, 3), group=576, **s2) == 64
+    assert block((1, 576, 14, 14), (576, 1, 3, 3), np.float64, group=576, **s2) == 64
+    assert block((1, 672, 14, 14), (672, 1, 5, 5), group=672, strides=(2, 2),
+                 pads=(2, 2, 2, 2)) == 64
+    assert block((1, 100, 14, 14), (100, 1, 3, 3), group=100, **s2) == 64  # 50 + 50
+    assert block((1, 576, 14, 14), (576, 1, 3, 3), group=576, pads=(1, 1, 1, 1)) == 0
+    assert block((1, 576, 28, 28), (576, 1, 3, 3), group=576, **s2) == 0   # rows of 14
+    assert block((1, 32, 14, 14), (32, 1, 3, 3), group=32, **s2) == 0      # few channels
+    assert block((1, 96, 14, 14), (192, 1, 3, 3), group=96, **s2) == 0    # 2 outputs each

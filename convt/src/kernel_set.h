@@ -77,6 +77,8 @@
  * plane: depthwise 2-D Conv a whole input plane at a time (plane.h): the
  *     stencil family's arithmetic on a zero-padded copy of the plane, for
  *     groups of one input channel (NULL: the baseline build of plane.c).
+ * plane_channels: the same sums with channels side by side, from a buffer the
+ *     caller fills (plane.h; NULL: the baseline build of plane.c).
  * load[storage]: dst[i] = T(src[i]), exact.
  * store[storage]: dst[i] = storage(src[i] + bias), rounded once.
  */
@@ -165,6 +167,9 @@ enum {
     typedef void (*convt_plane_kernel_##S)(const convt_plane_shape *shape, const T *x,    \
                                            const T *w, const T *bias, T *y, T *buffer,    \
                                            int fresh);                                    \
+    typedef void (*convt_plane_channels_kernel_##S)(                                      \
+        const convt_plane_shape *shape, ptrdiff_t block, const T *buffer, const T *w,     \
+        const T *bias, T *out);                                                           \
                                                                                           \
     typedef struct convt_kernels_##S {                                                    \
         const char *name;                                                                 \
@@ -190,6 +195,7 @@ enum {
         convt_winograd_out_##S winograd_output;                                           \
         convt_plane_kernel_##S plane;                                                     \
         convt_interleave_##S interleave_stream;                                           \
+        convt_plane_channels_kernel_##S plane_channels;                                   \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

@@ -67,6 +67,22 @@ static inline ptrdiff_t convt_plane_prepare(convt_plane_shape *s)
     return s->rows * s->stride_x * s->width;
 }
 
+/* Channels side by side (the _channels entries): a block of channels of one
+ * image, with zero padding, as [padded row][padded column][channel], of
+ * convt_plane_channels_rows x convt_plane_channels_cols positions (every
+ * position an output reads, and none other: input rows and columns past them
+ * are not copied).  For small planes of many channels, whose rows are shorter
+ * than a few vectors (7x7, 14x14: the plane sums' vectors run along a row, most
+ * of their lanes idle or their blocks short). */
+static inline ptrdiff_t convt_plane_channels_rows(const convt_plane_shape *s)
+{
+    return (s->out_height - 1) * s->stride_y + (s->kernel_height - 1) * s->dilation_y + 1;
+}
+static inline ptrdiff_t convt_plane_channels_cols(const convt_plane_shape *s)
+{
+    return (s->out_width - 1) * s->stride_x + (s->kernel_width - 1) * s->dilation_x + 1;
+}
+
 /* Declares a build of the planes, PREFIX##_f32 and PREFIX##_f64 (plane_body.h):
  * y[m] = Conv(x, w[m]) + bias[m] for the group's m < outputs (bias may be NULL),
  * w[m] the kernel_height x kernel_width weights at w + m w_channel (row-major,
@@ -78,7 +94,13 @@ static inline ptrdiff_t convt_plane_prepare(convt_plane_shape *s)
     void PREFIX##_f32(const convt_plane_shape *shape, const float *x, const float *w,    \
                       const float *bias, float *y, float *buffer, int fresh);            \
     void PREFIX##_f64(const convt_plane_shape *shape, const double *x, const double *w,  \
-                      const double *bias, double *y, double *buffer, int fresh);
+                      const double *bias, double *y, double *buffer, int fresh);            \
+    void PREFIX##_channels_f32(const convt_plane_shape *shape, ptrdiff_t block,           \
+                               const float *buffer, const float *w, const float *bias,    \
+                               float *out);                                               \
+    void PREFIX##_channels_f64(const convt_plane_shape *shape, ptrdiff_t block,           \
+                               const double *buffer, const double *w, const double *bias, \
+                               double *out);
 
 /* The baseline build (plane.c): the portable and NEON sets' planes. */
 CONVT_DECLARE_PLANE(convt_plane)

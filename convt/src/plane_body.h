@@ -292,7 +292,94 @@
         return PLANE_NAME(sums_##S);                                                      \
     }
 
+/* Depthwise sums with channels side by side (plane.h, convt_plane_channels):
+ * `buffer` holds the zero-padded input of `block` channels, [padded row][padded
+ * column][channel]; `w` their kernels, [kernel row][tap][channel]; `bias` their
+ * biases (NULL: none); `out` receives [output row][output column][channel].
+ * Each output is summed from zero over kernel rows, then taps, padding
+ * multiplied like any input, then the bias added: the arithmetic of the plane
+ * sums above, so both layouts give the same bits.  Blocks of 4 consecutive
+ * outputs x 2 vectors of channels; an output past the row's end repeats the
+ * last one and is not stored.  `block` is a multiple of 2 vectors. */
+#define PLANE_DEFINE_CHANNELS_OF(S, T, SUFFIX, KH, KW)                                    \
+    static PLANE_TARGET void PLANE_NAME(channels_##SUFFIX)(                               \
+        const convt_plane_shape *s, ptrdiff_t block, const T *buffer, const T *w,         \
+        const T *bias, T *out)                                                            \
+    {                                                                                     \
+        enum { L = PLANE_LANES_##S, P = 4 };                                              \
+        const ptrdiff_t kh = s->kernel_height, kw = s->kernel_width;                      \
+        const ptrdiff_t oh = s->out_height, ow = s->out_width;                            \
+        const ptrdiff_t cols = convt_plane_channels_cols(s);                              \
+        const ptrdiff_t col_step = s->stride_x * block, tap_step = s->dilation_x * block; \
+        ptrdiff_t c, oy, ox, i, j, p, count;                                              \
+        (void)kh;                                                                         \
+        (void)kw;                                                                         \
+        for (c = 0; c < block; c += 2 * L) {                                              \
+            for (oy = 0; oy < oh; ++oy) {                                                 \
+                for (ox = 0; ox < ow; ox += P) {                                          \
+                    PLANE_V_##S acc[P][2];                                                \
+                    ptrdiff_t at[P];                                                      \
+                    count = ow - ox < P ? ow - ox : P;                                    \
+                    for (p = 0; p < P; ++p) {                                             \
+                        at[p] = (p < count ? p : count - 1) * col_step;                   \
+                        acc[p][0] = PLANE_ZERO_##S();                                     \
+                        acc[p][1] = PLANE_ZERO_##S();                                     \
+                    }                                                                     \
+                    PLANE_UNROLL                                                          \
+                    for (i = 0; i < (KH); ++i) {                                          \
+                        const T *row = buffer                                             \
+                                       + ((oy * s->stride_y + i * s->dilation_y) * cols   \
+                                          + ox * s->stride_x) * block + c;                \
+                        const T *weights = w + i * (KW) * block + c;                      \
+                        PLANE_UNROLL                                                      \
+                        for (j = 0; j < (KW); ++j) {                                      \
+                            const PLANE_V_##S w0 = PLANE_LOAD_##S(weights + j * block);   \
+                            const PLANE_V_##S w1 = PLANE_LOAD_##S(weights + j * block + L); \
+                            const T *src = row + j * tap_step;                            \
+                            PLANE_UNROLL                                                  \
+                            for (p = 0; p < P; ++p) {                                     \
+                                acc[p][0] = PLANE_MADD_##S(w0, PLANE_LOAD_##S(src + at[p]), \
+                                                           acc[p][0]);                    \
+                                acc[p][1] = PLANE_MADD_##S(                               \
+                                    w1, PLANE_LOAD_##S(src + at[p] + L), acc[p][1]);      \
+                            }                                                             \
+                        }                                                                 \
+                    }                                                                     \
+                    for (p = 0; p < count; ++p) {                                         \
+                        T *to = out + (oy * ow + ox + p) * block + c;                     \
+                        if (bias) {                                                       \
+                            acc[p][0] = PLANE_ADD_##S(acc[p][0], PLANE_LOAD_##S(bias + c)); \
+                            acc[p][1] = PLANE_ADD_##S(acc[p][1],                          \
+                                                      PLANE_LOAD_##S(bias + c + L));      \
+                        }                                                                 \
+                        PLANE_STORE_##S(to, acc[p][0]);                                   \
+                        PLANE_STORE_##S(to + L, acc[p][1]);                               \
+                    }                                                                     \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+
+/* Square 3x3 and 5x5 kernels with their taps unrolled, any other shape from the
+ * shape's sizes. */
+#define PLANE_DEFINE_CHANNELS(S, T)                                                       \
+    PLANE_DEFINE_CHANNELS_OF(S, T, S##_3x3, 3, 3)                                         \
+    PLANE_DEFINE_CHANNELS_OF(S, T, S##_5x5, 5, 5)                                         \
+    PLANE_DEFINE_CHANNELS_OF(S, T, S##_any, kh, kw)                                       \
+    PLANE_TARGET void PLANE_NAME(channels_##S)(const convt_plane_shape *s, ptrdiff_t block, \
+                                               const T *buffer, const T *w, const T *bias, \
+                                               T *out)                                    \
+    {                                                                                     \
+        if (s->kernel_height == 3 && s->kernel_width == 3)                                \
+            PLANE_NAME(channels_##S##_3x3)(s, block, buffer, w, bias, out);               \
+        else if (s->kernel_height == 5 && s->kernel_width == 5)                           \
+            PLANE_NAME(channels_##S##_5x5)(s, block, buffer, w, bias, out);               \
+        else                                                                              \
+            PLANE_NAME(channels_##S##_any)(s, block, buffer, w, bias, out);               \
+    }
+
 #define PLANE_DEFINE(S, T)                                                                \
+    PLANE_DEFINE_CHANNELS(S, T)                                                           \
     PLANE_DEFINE_FILL(S, T)                                                               \
     PLANE_DEFINE_SUMS(S, T)                                                               \
     PLANE_DEFINE_SUMS_FOR(S, T)                                                           \

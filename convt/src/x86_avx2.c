@@ -676,7 +676,7 @@ const convt_kernels_f32 convt_avx2_f32 = {
     convt_avx2_add_bias_f32, CONVT_AVX2_LOADS_F32, CONVT_AVX2_STORES_F32, pack_pair_f32,
     convt_avx2_transpose_f32, stencil_f32, GEMM_T_TABLES(f32),
     convt_avx2_winograd_input_f32, convt_avx2_winograd_output_f32, convt_avx2_plane_f32,
-    convt_avx2_interleave_stream_f32};
+    convt_avx2_interleave_stream_f32, convt_avx2_plane_channels_f32};
 
 const convt_kernels_f64 convt_avx2_f64 = {
     "avx2", MR, 8, AVX2_FLAGS,
@@ -686,6 +686,6 @@ const convt_kernels_f64 convt_avx2_f64 = {
     convt_avx2_row_f64, channels_f64, convt_avx2_interleave_f64, convt_portable_store_even_f64,
     convt_avx2_add_bias_f64, CONVT_AVX2_LOADS_F64, CONVT_AVX2_STORES_F64, pack_pair_f64,
     convt_avx2_transpose_f64, stencil_f64, GEMM_T_TABLES(f64), 0, 0, convt_avx2_plane_f64,
-    convt_avx2_interleave_stream_f64};
+    convt_avx2_interleave_stream_f64, convt_avx2_plane_channels_f64};
 
 #endif /* x86-64 */

@@ -387,7 +387,7 @@ const convt_kernels_f32 convt_avx512_f32 = {
     convt_avx512_stencil_f32, GEMM_T_TABLES(gemm_t_yf_p, gemm_t_zf_p),
     convt_avx2_winograd_input_f32,
     convt_avx2_winograd_output_f32, convt_avx512_plane_f32,
-    convt_avx2_interleave_stream_f32};
+    convt_avx2_interleave_stream_f32, convt_avx512_plane_channels_f32};
 
 const convt_kernels_f64 convt_avx512_f64 = {
     "avx512", MR, 8, AVX512_FLAGS | CONVT_SET_TRANSPOSED,
@@ -398,7 +398,7 @@ const convt_kernels_f64 convt_avx512_f64 = {
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
     convt_avx512_stencil_f64, GEMM_T_TABLES(gemm_t_yd_p, gemm_t_zd_p), 0, 0,
     convt_avx512_plane_f64,
-    convt_avx2_interleave_stream_f64};
+    convt_avx2_interleave_stream_f64, convt_avx512_plane_channels_f64};
 
 
 /* The FMA probe (cpu.h, convt_avx512_fma_speedup): the same register-only loop on

@@ -237,7 +237,7 @@ const convt_kernels_f32 convt_avx512_wide_f32 = {
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
     convt_avx512_stencil_f32, {{0}}, convt_avx2_winograd_input_f32,
     convt_avx2_winograd_output_f32, convt_avx512_plane_f32,
-    convt_avx2_interleave_stream_f32};
+    convt_avx2_interleave_stream_f32, convt_avx512_plane_channels_f32};
 
 const convt_kernels_f64 convt_avx512_wide_f64 = {
     "avx512_wide", MR, 16, AVX512_FLAGS,
@@ -247,6 +247,6 @@ const convt_kernels_f64 convt_avx512_wide_f64 = {
      {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
     convt_avx512_stencil_f64, {{0}}, 0, 0, convt_avx512_plane_f64,
-    convt_avx2_interleave_stream_f64};
+    convt_avx2_interleave_stream_f64, convt_avx512_plane_channels_f64};
 
 #endif /* x86-64 */
