@@ -317,11 +317,17 @@ PLANE_MIN_PLANES = None
 # 32 channels 7% slower.  Where the planes share loads (unit row stride) or fill
 # their vectors, they kept up or won: 3x3 s1 on 7x7 x 960 and x 1152 0.9-1.5x,
 # on 8x8 x 512 0.82x, 5x5 s1 on 7x7 0.7-1.4x, and strided rows of 14 outputs
-# (0.8-0.93x) or more (28: 0.5x).
+# (0.8-0.93x) or more (28: 0.5x).  Sharing each input vector's loads across the
+# outputs of a unit-stride row (as the planes do) made 3x3 s1 on 7x7 and 14x14
+# 1.05-1.3x faster than the planes on 1 core, but 0.7-1.0x on 2, so unit strides
+# keep the planes.
 PLANE_CHANNELS_MAX_WIDTH = 8
 PLANE_CHANNELS_MIN_STRIDE = 2
 PLANE_CHANNELS_MIN_CHANNELS = 64
 PLANE_CHANNELS_BLOCK = 64
+# A thread's buffers (the block's input planes, padded, and its sums) at most:
+# tall planes of short rows keep the planes.
+PLANE_CHANNELS_MAX_BYTES = 1 << 20
 
 
 def plane_bytes(problem):
@@ -379,7 +385,11 @@ def plane_channel_block(problem):
         return 0
     blocks = -(-problem.group // PLANE_CHANNELS_BLOCK)
     share = -(-problem.group // blocks)
-    return -(-share // 32) * 32
+    block = -(-share // 32) * 32
+    buffer = load().plane_channels_bytes(g.input_shape, g.output_shape, g.kernel_shape,
+                                         g.strides, g.dilations, block,
+                                         np.dtype(problem.dtype).itemsize)
+    return block if buffer <= PLANE_CHANNELS_MAX_BYTES else 0
 
 
 def plane_family(problem, family, forced=None):
@@ -1314,6 +1324,7 @@ def _tuning():
             WINOGRAD_MIN_WORK, WINOGRAD_3D_MIN_WORK, PLANE_MAX_BYTES, PLANE_WORK_SCALE,
             PLANE_MIN_PLANES, PLANE_WIDE_MIN_TAPS, PLANE_CHANNELS_MAX_WIDTH,
             PLANE_CHANNELS_MIN_STRIDE, PLANE_CHANNELS_MIN_CHANNELS, PLANE_CHANNELS_BLOCK,
+            PLANE_CHANNELS_MAX_BYTES,
             COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES,
             COL2IM_PRODUCT_BYTES,
             COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,

@@ -416,3 +416,6 @@ def test_which_plane_calls_put_channels_side_by_side():
     assert block((1, 576, 28, 28), (576, 1, 3, 3), group=576, **s2) == 0   # rows of 14
     assert block((1, 32, 14, 14), (32, 1, 3, 3), group=32, **s2) == 0      # few channels
     assert block((1, 96, 14, 14), (192, 1, 3, 3), group=96, **s2) == 0    # 2 outputs each
+    tall = ((1, 64, 600, 16), (64, 1, 3, 3))  # 64 planes of 600 x 16: 2.6 MB a block
+    assert block(*tall, group=64, **s2) == 0
+    assert block((1, 64, 100, 16), (64, 1, 3, 3), group=64, **s2) == 64
