@@ -106,6 +106,11 @@ EXTENDED_FORWARD_WORKLOADS = (
     ForwardWorkload("depthwise2d_k5", "float32", 1, 240, 240, (28, 28), 5, 1, 2, group=240),
     ForwardWorkload("depthwise2d_k3_14x14", "float32", 1, 576, 576, (14, 14), 3, 1, 1, group=576),
     ForwardWorkload("depthwise2d_k3_7x7", "float32", 1, 960, 960, (7, 7), 3, 1, 1, group=960),
+    # MobileNet-V2's and EfficientNet's last downsampling depthwise layers (onto 7x7)
+    ForwardWorkload("depthwise2d_k3s2_14x14", "float32", 1, 576, 576, (14, 14), 3, 2, 1,
+                    group=576),
+    ForwardWorkload("depthwise2d_k5s2_14x14", "float32", 1, 672, 672, (14, 14), 5, 2, 2,
+                    group=672),
     # MobileNet-V2's pointwise expansions on small maps (many outputs, few positions)
     ForwardWorkload("expand2d_k1_14x14", "float32", 1, 64, 384, (14, 14), 1, 1, 0),
     ForwardWorkload("expand2d_k1_7x7", "float32", 1, 160, 960, (7, 7), 1, 1, 0),
