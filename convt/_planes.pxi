@@ -149,7 +149,7 @@ cdef struct ChannelsJob:
     Py_ssize_t channels, block, blocks
     Py_ssize_t x_image, x_channel, y_image, y_channel, w_channel   # element strides
     Py_ssize_t rows, cols      # the padded buffer's positions
-    Py_ssize_t staged, padded, sums, weights   # elements of each part of a thread's buffer
+    Py_ssize_t padded, sums, weights   # elements of each part of a thread's buffer
     Py_ssize_t per_thread      # buffer elements per thread (64-byte multiples)
     char* workspace
     Signals* signals
@@ -194,38 +194,46 @@ cdef inline void channels_sums(const ChannelsJob* job, const acc_t* padded, cons
             convt_plane_channels_f64(&job.shape, job.block, padded, w, bias, sums)
 
 
+cdef inline void zero_border(const ChannelsJob* job, Py_ssize_t used, acc_t* padded) noexcept nogil:
+    """Zero the padded buffer's positions that no input element lands on (its padding):
+    rows above and below the input's, and the columns left and right of it."""
+    cdef const convt_plane_shape* s = &job.shape
+    cdef Py_ssize_t block = job.block
+    cdef Py_ssize_t top = min(s.pad_top, job.rows)
+    cdef Py_ssize_t end = min(s.pad_top + s.in_height, job.rows)  # input rows [top, end)
+    cdef Py_ssize_t left = min(s.pad_left, job.cols)
+    cdef Py_ssize_t right = left + max(used, 0)
+    cdef Py_ssize_t r
+    memset(padded, 0, top * job.cols * block * sizeof(acc_t))
+    memset(padded + end * job.cols * block, 0, (job.rows - end) * job.cols * block * sizeof(acc_t))
+    for r in range(top, end):
+        memset(padded + r * job.cols * block, 0, left * block * sizeof(acc_t))
+        memset(padded + (r * job.cols + right) * block, 0,
+               (job.cols - right) * block * sizeof(acc_t))
+
+
 cdef void channels_item(const ChannelsJob* job, Py_ssize_t n, Py_ssize_t block_index,
                         acc_t* buffer) noexcept nogil:
     """One image's block of channels: input planes into the padded buffer (input row
-    h at padded row h + pad_top, column q at q + pad_left, those an output reads),
-    the sums, and the sums into y."""
+    h at padded row h + pad_top, column q at q + pad_left, those an output reads,
+    each row transposed straight into place), the sums, and the sums into y."""
     cdef const convt_plane_shape* s = &job.shape
     cdef Py_ssize_t block = job.block
     cdef Py_ssize_t first = block_index * block
     cdef Py_ssize_t count = min(block, job.channels - first)
-    cdef acc_t* staged = buffer
-    cdef acc_t* padded = buffer + job.staged
+    cdef acc_t* padded = buffer
     cdef acc_t* sums = padded + job.padded
     cdef acc_t* w = sums + job.sums
     cdef acc_t* bias = w + job.weights
     cdef const acc_t* x = <const acc_t*>job.x + n * job.x_image + first * job.x_channel
     cdef acc_t* y = <acc_t*>job.y + n * job.y_image + first * job.y_channel
     cdef Py_ssize_t used = min(s.in_width, job.cols - s.pad_left)  # input columns read
-    cdef Py_ssize_t h, r, oy
-    memset(padded, 0, job.padded * sizeof(acc_t))
+    cdef Py_ssize_t h, oy
+    zero_border(job, used, padded)
     if used > 0:
-        if s.x_row == s.in_width:  # the planes packed: one transpose, then row copies
-            transpose_block(job, count, s.in_height * s.in_width, x, job.x_channel, staged, block)
-        for h in range(s.in_height):
-            r = h + s.pad_top
-            if r >= job.rows:
-                break
-            if s.x_row == s.in_width:
-                memcpy(padded + (r * job.cols + s.pad_left) * block,
-                       staged + h * s.in_width * block, used * block * sizeof(acc_t))
-            else:
-                transpose_block(job, count, used, x + h * s.x_row, job.x_channel,
-                                padded + (r * job.cols + s.pad_left) * block, block)
+        for h in range(min(s.in_height, job.rows - s.pad_top)):
+            transpose_block(job, count, used, x + h * s.x_row, job.x_channel,
+                            padded + ((h + s.pad_top) * job.cols + s.pad_left) * block, block)
     channels_weights(job, first, count, w, bias)
     channels_sums(job, padded, w, bias if job.bias != NULL else NULL, sums)
     if s.y_row == s.out_width:
@@ -258,11 +266,10 @@ cdef void channels_buffers(ChannelsJob* job, Py_ssize_t item):
     cdef const convt_plane_shape* s = &job.shape
     job.rows = convt_plane_channels_rows(s)
     job.cols = convt_plane_channels_cols(s)
-    job.staged = aligned_elements(s.in_height * s.in_width * job.block, item)
     job.padded = aligned_elements(job.rows * job.cols * job.block, item)
     job.sums = aligned_elements(s.out_height * s.out_width * job.block, item)
     job.weights = aligned_elements(s.kernel_height * s.kernel_width * job.block, item)
-    job.per_thread = (job.staged + job.padded + job.sums + job.weights
+    job.per_thread = (job.padded + job.sums + job.weights
                       + aligned_elements(job.block, item))
 
 

@@ -577,9 +577,11 @@ AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, doub
  * 1x1 on 7x7 ran 12-13% faster on 1 and 2 Zen 4 cores; the strip's destination
  * rows (64 x the block width) stay in L1. */
 /* Whole B x B blocks; rows left below a multiple of B as one more block over the
- * last B rows (those before are moved again: the same values, bias included);
+ * last B rows (those before are moved again: the same values, bias included), and
+ * so are columns left below a multiple of B when there are B or more;
  * fewer than B rows in (B/2) x (B/2) blocks the same way (HAS_HALF: HALF); the
- * columns left below a multiple of the block by the portable loops.  On a 7x7
+ * columns left below a multiple of the block there, or fewer than B columns, by
+ * the portable loops.  On a 7x7
  * map a 1x1 Conv's rows are 7 positions, which the portable loops moved one
  * element at a time (5-7% of the call). */
 #ifndef TRANSPOSE_STRIP_BYTES
@@ -605,6 +607,19 @@ AVX2 static void transpose_4x4_f64(const double *src, ptrdiff_t src_stride, doub
                         BLOCK(src + (rows - B) * src_stride + c, src_stride,              \
                               dst + c * dst_stride + rows - B, dst_stride,                \
                               bias ? bias + rows - B : NULL);                             \
+            }                                                                             \
+            if (whole_cols < cols && cols >= B) {                                         \
+                /* the last columns as one more block over the last B (the same */        \
+                /* values again), as for the rows */                                      \
+                c = cols - B;                                                             \
+                for (r = 0; r + B <= rows; r += B)                                        \
+                    BLOCK(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, \
+                          dst_stride, bias ? bias + r : NULL);                            \
+                if (rows % B)                                                             \
+                    BLOCK(src + (rows - B) * src_stride + c, src_stride,                  \
+                          dst + c * dst_stride + rows - B, dst_stride,                    \
+                          bias ? bias + rows - B : NULL);                                 \
+                whole_cols = cols;                                                        \
             }                                                                             \
         } else if (HAS_HALF && rows >= B / 2) {                                           \
             whole_cols = cols - cols % (B / 2);                                           \
