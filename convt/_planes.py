@@ -49,32 +49,41 @@ def plan(problem, family, forced=None):
     (or the one forced): their vectors run along the channels, never past a row's
     end, so the widest serve best (AVX-512's ran 3x3 s2 x 576 and 5x5 s2 x 672 onto
     7x7 4-7% faster than AVX2's on one Zen 4 core)."""
-    groups = problem.group
     geometry = problem.geometry
-    work = problem.multiply_adds() * _dispatch.PLANE_WORK_SCALE
     layout = (tuple(geometry.pads_begin), tuple(geometry.strides), tuple(geometry.dilations))
     block = _dispatch.plane_channel_block(problem)
-    if not block:
-        family = _dispatch.plane_family(problem, family, forced)
-    elif not forced and not _environ.value(_dispatch.KERNEL_SET_VARIABLE):
-        family = _dispatch.preferred_kernel_set()  # not the GEMM decision's set
-    family = "portable" if family == "blas" else family
     if block:
-        # the transposes move every input and output element once more, each about
-        # a multiply-add's time (3x3 s2 onto 7x7 x 576: 0.25 M multiply-adds and
-        # 0.14 M elements moved ran 0.049 ms on one Zen 4 core, 0.029 on two)
-        moved = problem.batch * problem.group * (math.prod(geometry.input_shape)
-                                                 + math.prod(geometry.output_shape))
-        work = (problem.multiply_adds() + moved) * _dispatch.PLANE_WORK_SCALE
-        buffer_bytes = load().plane_channels_bytes(
-            geometry.input_shape, geometry.output_shape, geometry.kernel_shape,
-            geometry.strides, geometry.dilations, block, np.dtype(problem.dtype).itemsize)
-        return PlaneRun(family, 1, problem.batch * -(-groups // block), work, buffer_bytes,
-                        *layout, channel_block=block)
+        if not forced and not _environ.value(_dispatch.KERNEL_SET_VARIABLE):
+            family = _dispatch.preferred_kernel_set()  # not the GEMM decision's set
+        return _channels_run(problem, _planes_family(family), block, layout)
+    family = _planes_family(_dispatch.plane_family(problem, family, forced))
+    groups = problem.group
     per_image = max(1, min(groups, -(-_dispatch.work_items_target() // problem.batch)))
     run = -(-groups // per_image)
     items = problem.batch * -(-groups // run)
-    return PlaneRun(family, run, items, work, _dispatch.plane_bytes(problem), *layout)
+    return PlaneRun(family, run, items, problem.multiply_adds() * _dispatch.PLANE_WORK_SCALE,
+                    _dispatch.plane_bytes(problem), *layout)
+
+
+def _planes_family(family):
+    """The set whose plane entries serve: the portable set's where BLAS serves GEMMs."""
+    return "portable" if family == "blas" else family
+
+
+def _channels_run(problem, family, block, layout):
+    """The PlaneRun of channels side by side, ``block`` channels per work item."""
+    geometry = problem.geometry
+    # the transposes move every input and output element once more, each about a
+    # multiply-add's time (3x3 s2 onto 7x7 x 576: 0.25 M multiply-adds and 0.14 M
+    # elements moved ran 0.049 ms on one Zen 4 core, 0.029 on two)
+    moved = problem.batch * problem.group * (math.prod(geometry.input_shape)
+                                             + math.prod(geometry.output_shape))
+    buffer_bytes = load().plane_channels_bytes(
+        geometry.input_shape, geometry.output_shape, geometry.kernel_shape, geometry.strides,
+        geometry.dilations, block, np.dtype(problem.dtype).itemsize)
+    return PlaneRun(family, 1, problem.batch * -(-problem.group // block),
+                    (problem.multiply_adds() + moved) * _dispatch.PLANE_WORK_SCALE,
+                    buffer_bytes, *layout, channel_block=block)
 
 
 def run(plane, x, w, b, y, threads):
