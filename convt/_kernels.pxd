@@ -151,10 +151,11 @@ cdef extern from "kernel_set.h" nogil:
                                             const double*, const double*, double*, double*,
                                             int)
     ctypedef void (*convt_plane_channels_kernel_f32)(const convt_plane_shape*, Py_ssize_t,
-                                              const float*, const float*, const float*, float*)
+                                                     const float*, const float*, const float*,
+                                                     float*)
     ctypedef void (*convt_plane_channels_kernel_f64)(const convt_plane_shape*, Py_ssize_t,
-                                              const double*, const double*, const double*,
-                                              double*)
+                                                     const double*, const double*,
+                                                     const double*, double*)
 
     ctypedef struct convt_kernels_f32:
         const char* name

@@ -143,9 +143,7 @@ cdef struct ChannelsJob:
     const char* w              # (C, 1, KH, KW), each kernel contiguous
     const char* bias           # (C,) or NULL
     char* y
-    bint doubles
-    const convt_kernels_f32* kernels_f32
-    const convt_kernels_f64* kernels_f64
+    Storage storage            # the kernel set and the element type (float32 or float64)
     Py_ssize_t channels, block, blocks
     Py_ssize_t x_image, x_channel, y_image, y_channel, w_channel   # element strides
     Py_ssize_t rows, cols      # the padded buffer's positions
@@ -153,15 +151,6 @@ cdef struct ChannelsJob:
     Py_ssize_t per_thread      # buffer elements per thread (64-byte multiples)
     char* workspace
     Signals* signals
-
-
-cdef inline void transpose_block(const ChannelsJob* job, Py_ssize_t rows, Py_ssize_t cols,
-                                 const acc_t* src, Py_ssize_t src_stride, acc_t* dst,
-                                 Py_ssize_t dst_stride) noexcept nogil:
-    if acc_t is float:
-        job.kernels_f32.transpose(rows, cols, src, src_stride, dst, dst_stride, NULL)
-    else:
-        job.kernels_f64.transpose(rows, cols, src, src_stride, dst, dst_stride, NULL)
 
 
 cdef inline void channels_weights(const ChannelsJob* job, Py_ssize_t first, Py_ssize_t count,
@@ -182,14 +171,15 @@ cdef inline void channels_weights(const ChannelsJob* job, Py_ssize_t first, Py_s
 
 cdef inline void channels_sums(const ChannelsJob* job, const acc_t* padded, const acc_t* w,
                                const acc_t* bias, acc_t* sums) noexcept nogil:
+    cdef const Kernels* kernels = &job.storage.kernels
     if acc_t is float:
-        if job.kernels_f32.plane_channels != NULL:
-            job.kernels_f32.plane_channels(&job.shape, job.block, padded, w, bias, sums)
+        if kernels.f32.plane_channels != NULL:
+            kernels.f32.plane_channels(&job.shape, job.block, padded, w, bias, sums)
         else:
             convt_plane_channels_f32(&job.shape, job.block, padded, w, bias, sums)
     else:
-        if job.kernels_f64.plane_channels != NULL:
-            job.kernels_f64.plane_channels(&job.shape, job.block, padded, w, bias, sums)
+        if kernels.f64.plane_channels != NULL:
+            kernels.f64.plane_channels(&job.shape, job.block, padded, w, bias, sums)
         else:
             convt_plane_channels_f64(&job.shape, job.block, padded, w, bias, sums)
 
@@ -232,26 +222,28 @@ cdef void channels_item(const ChannelsJob* job, Py_ssize_t n, Py_ssize_t block_i
     zero_border(job, used, padded)
     if used > 0:
         for h in range(min(s.in_height, job.rows - s.pad_top)):
-            transpose_block(job, count, used, x + h * s.x_row, job.x_channel,
-                            padded + ((h + s.pad_top) * job.cols + s.pad_left) * block, block)
+            transpose(&job.storage, count, used, x + h * s.x_row, job.x_channel,
+                      padded + ((h + s.pad_top) * job.cols + s.pad_left) * block, block,
+                      <const acc_t*>NULL)
     channels_weights(job, first, count, w, bias)
     channels_sums(job, padded, w, bias if job.bias != NULL else NULL, sums)
     if s.y_row == s.out_width:
-        transpose_block(job, s.out_height * s.out_width, count, sums, block, y, job.y_channel)
+        transpose(&job.storage, s.out_height * s.out_width, count, sums, block, y,
+                  job.y_channel, <const acc_t*>NULL)
     else:
         for oy in range(s.out_height):
-            transpose_block(job, s.out_width, count, sums + oy * s.out_width * block, block,
-                            y + oy * s.y_row, job.y_channel)
+            transpose(&job.storage, s.out_width, count, sums + oy * s.out_width * block,
+                      block, y + oy * s.y_row, job.y_channel, <const acc_t*>NULL)
 
 
 cdef void channels_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
     cdef const ChannelsJob* job = <const ChannelsJob*>context
     cdef Py_ssize_t n = index // job.blocks
-    cdef Py_ssize_t item = 8 if job.doubles else 4
-    cdef char* buffer = job.workspace + slot * job.per_thread * item
+    cdef bint doubles = job.storage.type == CONVT_F64
+    cdef char* buffer = job.workspace + slot * job.per_thread * (8 if doubles else 4)
     if stopped(job.signals, slot):
         return
-    if job.doubles:
+    if doubles:
         channels_item(job, n, index - n * job.blocks, <double*>buffer)
     else:
         channels_item(job, n, index - n * job.blocks, <float*>buffer)
@@ -309,9 +301,9 @@ def plane_conv_channels(str family, x, w, b, y, Py_ssize_t block, pads, strides,
                                    or not b.flags.c_contiguous))):
         raise ValueError("plane_conv_channels: inconsistent operands")
     channels = x.shape[1]
-    job.doubles = item == 8
-    job.kernels_f32 = kernels.f32
-    job.kernels_f64 = kernels.f64
+    job.storage.kernels = kernels
+    job.storage.type = CONVT_F64 if item == 8 else CONVT_F32
+    job.storage.masked_stores = False
     plane_shape(&job.shape, x.shape[2:], y.shape[2:], w.shape[2:], pads, strides, dilations)
     job.shape.x_row, job.shape.x_col = x.strides[2] // item, 1
     job.shape.y_row, job.shape.y_col = y.strides[2] // item, 1

@@ -364,7 +364,7 @@ def test_transpose_kernels_match_the_reference(family, acc):
     _family(family)
     rng = np.random.default_rng(6)
     shapes = [(1, 1), (3, 5), (8, 8), (4, 4), (16, 24), (17, 9), (9, 33), (85, 16), (40, 1),
-              (12, 13), (28, 40), (6, 7), (4, 3), (7, 16), (5, 9),  # AVX2: overlapping and half blocks
+              (12, 13), (28, 40), (6, 7), (4, 3), (7, 16), (5, 9),  # AVX2: overlapping, halves
               (20, 150), (33, 131), (8, 64)]  # AVX2: strips of 256 bytes, the last one short
     for rows, cols in shapes:
         for src_pad, dst_pad in ((0, 0), (3, 1), (11, 7)):

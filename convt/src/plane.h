@@ -71,9 +71,9 @@ static inline ptrdiff_t convt_plane_prepare(convt_plane_shape *s)
  * image, with zero padding, as [padded row][padded column][channel], of
  * convt_plane_channels_rows x convt_plane_channels_cols positions (every
  * position an output reads, and none other: input rows and columns past them
- * are not copied).  For small planes of many channels, whose rows are shorter
- * than a few vectors (7x7, 14x14: the plane sums' vectors run along a row, most
- * of their lanes idle or their blocks short). */
+ * are not copied).  For strided planes of many channels whose output rows are
+ * at most a vector long (onto 7x7: the plane sums' vectors run along a row, most
+ * of their lanes idle; convt._dispatch.plane_channel_block). */
 static inline ptrdiff_t convt_plane_channels_rows(const convt_plane_shape *s)
 {
     return (s->out_height - 1) * s->stride_y + (s->kernel_height - 1) * s->dilation_y + 1;

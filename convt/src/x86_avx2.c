@@ -491,6 +491,12 @@ void convt_avx2_store_f64_f64(void *dst, const double *src, ptrdiff_t count, dou
         for (c = 0; c < (N); ++c) STOREU(dst + c * dst_stride, out[c]);                   \
     }
 
+/* Four floats at lo in the low half, four at hi in the high half. */
+AVX2 static inline __m256 halves_f32(const float *lo, const float *hi)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+}
+
 AVX2 static inline void transpose_8x8_f32(const float *src, ptrdiff_t src_stride, float *dst,
                                           ptrdiff_t dst_stride, const float *bias)
 {
@@ -498,20 +504,13 @@ AVX2 static inline void transpose_8x8_f32(const float *src, ptrdiff_t src_stride
      * halves): the two 128-bit halves then never cross, and two shuffle stages
      * complete the transpose.  No array: every vector stays in a register. */
     const float *s4 = src + 4 * src_stride;
-    __m256 r0 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src)), _mm_loadu_ps(s4), 1);
-    __m256 r1 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + src_stride)),
-                                     _mm_loadu_ps(s4 + src_stride), 1);
-    __m256 r2 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + 2 * src_stride)),
-                                     _mm_loadu_ps(s4 + 2 * src_stride), 1);
-    __m256 r3 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + 3 * src_stride)),
-                                     _mm_loadu_ps(s4 + 3 * src_stride), 1);
-    __m256 r4 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + 4)), _mm_loadu_ps(s4 + 4), 1);
-    __m256 r5 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + src_stride + 4)),
-                                     _mm_loadu_ps(s4 + src_stride + 4), 1);
-    __m256 r6 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + 2 * src_stride + 4)),
-                                     _mm_loadu_ps(s4 + 2 * src_stride + 4), 1);
-    __m256 r7 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + 3 * src_stride + 4)),
-                                     _mm_loadu_ps(s4 + 3 * src_stride + 4), 1);
+    __m256 r0 = halves_f32(src, s4), r1 = halves_f32(src + src_stride, s4 + src_stride);
+    __m256 r2 = halves_f32(src + 2 * src_stride, s4 + 2 * src_stride);
+    __m256 r3 = halves_f32(src + 3 * src_stride, s4 + 3 * src_stride);
+    __m256 r4 = halves_f32(src + 4, s4 + 4);
+    __m256 r5 = halves_f32(src + src_stride + 4, s4 + src_stride + 4);
+    __m256 r6 = halves_f32(src + 2 * src_stride + 4, s4 + 2 * src_stride + 4);
+    __m256 r7 = halves_f32(src + 3 * src_stride + 4, s4 + 3 * src_stride + 4);
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
     __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
     __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
