@@ -311,6 +311,43 @@ cdef inline bint stores_transposed(const Gemm* g, const GemmStack* stack,
             and g.axes[last].stride == 1 and is_accumulation(g.storage.type, like))
 
 
+cdef inline bint tile_rows_end_to_end(const Gemm* g, const PhaseAxis* phase, TileSpan tile,
+                                      Py_ssize_t t_begin, Py_ssize_t t_end, Py_ssize_t base,
+                                      Py_ssize_t* offset) noexcept nogil:
+    """Whether every grid row of the tile has outputs, each row's are all the tile's
+    columns, and y holds them row after row with no gap (a 1x1 or 3x3 Conv on a
+    7x7 map): then the tile's transposed positions map onto one run of y per
+    channel, from ``offset`` (set here)."""
+    cdef int last = g.problem.ndim - 1
+    cdef Py_ssize_t first_row = base
+    cdef Py_ssize_t last_row = base
+    if (last < 1 or tile.rows < 2 or t_end - t_begin != tile.cols
+            or t_begin + phase[last].shift != tile.x
+            or g.axes[last - 1].stride * g.ops.y_strides[1 + last] != tile.cols):
+        return False
+    # row_offset is affine in the grid row where it holds: both ends decide
+    if not (row_offset(g, phase, tile.y, &first_row)
+            and row_offset(g, phase, tile.y + tile.rows - 1, &last_row)):
+        return False
+    offset[0] = first_row
+    return last_row - first_row == (tile.rows - 1) * tile.cols
+
+
+cdef inline void store_positions(const Gemm* g, Py_ssize_t first, Py_ssize_t rows,
+                                 Py_ssize_t count, const acc_t* transposed,
+                                 acc_t* y) noexcept nogil:
+    """y[m, :count] = transposed[:count, m] (+ the bias of channel first + m), for the
+    item's ``rows`` channels, channel_stride apart: the same two roundings as
+    scatter_row's store."""
+    cdef Py_ssize_t channel_stride = g.ops.y_strides[1]
+    cdef Py_ssize_t m
+    transpose(&g.storage, count, rows, transposed, rows, y, channel_stride, NULL)
+    if g.ops.bias != NULL:
+        for m in range(rows):
+            store_run(&g.storage, <char*>(y + m * channel_stride), 1, y + m * channel_stride,
+                      count, bias_of(&g.storage, g.ops.bias, first + m, y))
+
+
 cdef void store_transposed(const Gemm* g, const GemmStack* stack, const WorkItem* item,
                            const Py_ssize_t* lead, TileSpan tile,
                            const acc_t* transposed) noexcept nogil:
@@ -326,24 +363,23 @@ cdef void store_transposed(const Gemm* g, const GemmStack* stack, const WorkItem
     cdef Py_ssize_t first = item.group * g.problem.mg + tile.first_row
     cdef Py_ssize_t t_begin = phase_t_begin(phase, last, tile)
     cdef Py_ssize_t t_end = phase_t_end(phase, last, tile)
-    cdef Py_ssize_t channel_stride = g.ops.y_strides[1]
-    cdef Py_ssize_t base, offset, r, m
-    cdef acc_t* y
+    cdef Py_ssize_t base, offset, r
     if t_end <= t_begin or not output_base(g, phase, item, first, lead, &base):
         return
     base = base + phase[last].residue + t_begin  # stride 1, contiguous rows
+    if tile_rows_end_to_end(g, phase, tile, t_begin, t_end, base, &offset):
+        # the tile's grid rows are whole rows of y, end to end: one transpose of all
+        # its positions (on a 7x7 map, 8-wide blocks instead of 4-wide ones)
+        store_positions(g, first, rows, tile.rows * tile.cols, transposed,
+                        <acc_t*>element(g.ops.y, offset, g.storage.type))
+        return
     for r in range(tile.rows):
         offset = base
         if not row_offset(g, phase, tile.y + r, &offset):
             continue
-        y = <acc_t*>element(g.ops.y, offset, g.storage.type)
-        transpose(&g.storage, t_end - t_begin, rows,
-                  transposed + (r * tile.cols + t_begin + phase[last].shift - tile.x) * rows,
-                  rows, y, channel_stride, NULL)
-        if g.ops.bias != NULL:
-            for m in range(rows):
-                store_run(&g.storage, <char*>(y + m * channel_stride), 1, y + m * channel_stride,
-                          t_end - t_begin, bias_of(&g.storage, g.ops.bias, first + m, y))
+        store_positions(g, first, rows, t_end - t_begin,
+                        transposed + (r * tile.cols + t_begin + phase[last].shift - tile.x) * rows,
+                        <acc_t*>element(g.ops.y, offset, g.storage.type))
 
 
 cdef void scatter_tile(const Gemm* g, const GemmStack* stack, const WorkItem* item,

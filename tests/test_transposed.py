@@ -180,3 +180,31 @@ def test_small_maps_run_transposed_kernels_on_every_set(kernel_set, monkeypatch)
         assert not explanation.streamed
         assert int(explanation.plan.stacks["transposed"].sum()) == expected, side
         assert_conv_matches_reference(Conv().apply(x, w), x, w)
+
+
+
+@pytest.mark.parametrize("kernel_set", TRANSPOSED_SETS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_whole_row_tiles_store_like_the_standard_orientation(kernel_set, dtype, monkeypatch):
+    """A transposed stack's tile of whole grid rows lying end to end in y (a 1x1 or
+    3x3 Conv over 7x7) is stored with one transpose of all its positions, where
+    other tiles go row by row: the same moves and roundings as the standard
+    orientation's stores, so bitwise equal to them, with and without a bias, and
+    the reference's; on 1 and 3 threads (tiles split into row groups)."""
+    monkeypatch.setenv(_dispatch.KERNEL_SET_VARIABLE, kernel_set)
+    rng = np.random.default_rng(11)
+    for x_shape, w_shape, params in (((1, 40, 7, 7), (48, 40, 1, 1), {}),
+                                     ((2, 24, 5, 9), (32, 24, 3, 3), dict(pads=(1,) * 4)),
+                                     ((1, 16, 7, 7), (64, 16, 3, 3), dict(pads=(0, 1, 2, 1))),
+                                     ((1, 8, 2, 3), (16, 8, 1, 1), {})):
+        x = rng.standard_normal(x_shape).astype(dtype)
+        w = rng.standard_normal(w_shape).astype(dtype)
+        for b in (None, rng.standard_normal(w_shape[0]).astype(dtype)):
+            monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 1)
+            assert _transposed_stacks(Conv(**params), x, w) > 0, x_shape
+            y = Conv(**params).apply(x, w, b)
+            assert_conv_matches_reference(y, x, w, b, **params)
+            assert np.array_equal(Conv(num_threads=3, **params).apply(x, w, b), y)
+            monkeypatch.setattr(_dispatch, "TRANSPOSED_PRODUCTS", 0)
+            assert _transposed_stacks(Conv(**params), x, w) == 0
+            assert np.array_equal(Conv(**params).apply(x, w, b), y), x_shape
