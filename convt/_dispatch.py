@@ -1287,14 +1287,18 @@ class _TunedModule(types.ModuleType):
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
         super().__setattr__("_tuning_now", None)
+        super().__setattr__("_tuning_key_now", None)
 
     def __delattr__(self, name):
         super().__delattr__(name)
         super().__setattr__("_tuning_now", None)
+        super().__setattr__("_tuning_key_now", None)
 
 
 sys.modules[__name__].__class__ = _TunedModule
 _tuning_now = None
+_tuning_key_now = None
+_tuning_keys = {}  # each tuning() seen -> its small int
 
 
 def tuning():
@@ -1304,6 +1308,16 @@ def tuning():
     if _tuning_now is None:
         _tuning_now = _tuning()
     return _tuning_now
+
+
+def tuning_key():
+    """A small int standing for tuning(), equal exactly when the constants are: for
+    the keys every call hashes (hashing the tuple of 69 constants took 0.35 us of a
+    tiny call's 11)."""
+    global _tuning_key_now
+    if _tuning_key_now is None:
+        _tuning_key_now = _tuning_keys.setdefault(tuning(), len(_tuning_keys))
+    return _tuning_key_now
 
 
 def _tuning():

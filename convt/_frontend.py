@@ -292,7 +292,7 @@ def call_key(layer, x, w, b, out):
     _dispatch = _module("_dispatch")  # the environment and tuning the plans depend on
     return (parameters, x.shape, x.strides, x.dtype, x.flags.aligned, w.shape, w.strides,
             w.dtype, w.flags.aligned, bias, out is None,
-            _environ.value(_dispatch.KERNEL_SET_VARIABLE), _dispatch.tuning())
+            _environ.value(_dispatch.KERNEL_SET_VARIABLE), _dispatch.tuning_key())
 
 
 @dataclass(frozen=True)
