@@ -63,7 +63,7 @@ def empty(shape, dtype):
     nbytes = math.prod(shape) * dtype.itemsize
     if not ENABLED or not MIN_BYTES <= nbytes <= MAX_BYTES // BLOCKS:
         return np.empty(shape, dtype)
-    with _lock:
+    with _lock.lock:
         block = _take(nbytes)
     start = -block.ctypes.data % ALIGNMENT
     return block[start:start + nbytes].view(dtype).reshape(shape)
@@ -98,5 +98,5 @@ def release():
     >>> from convt._outputs import release
     >>> release()
     """
-    with _lock:
+    with _lock.lock:
         _blocks.clear()

@@ -78,7 +78,7 @@ class FixedWeights:
             raise ValueError("fixed weights must be a read-only array owning its memory")
         self.weights = weights
         self.packings = {}
-        with _lock:
+        with _lock.lock:
             _fixed[weights.__array_interface__["data"][0]] = self
 
     def find(self, key, run):
@@ -90,7 +90,7 @@ class FixedWeights:
     def keep(self, key, run, packing):
         """Remember ``packing`` (an array, made read-only) of ``run`` under ``key``."""
         packing.flags.writeable = False
-        with _lock:
+        with _lock.lock:
             self.packings.pop(key, None)
             while len(self.packings) >= FIXED_PACKINGS:
                 del self.packings[next(iter(self.packings))]
@@ -118,7 +118,7 @@ def budget_bytes():
 
 def _key(run, arrays, finite):
     w = arrays.w
-    return (id(run), w.shape, w.dtype.str, arrays.w_strides.tobytes(), finite)
+    return (id(run), w.shape, w.dtype, arrays.w_strides.tobytes(), finite)
 
 
 def _memory_order(w):
@@ -149,7 +149,7 @@ def lookup(run, arrays, finite, threads=1):
     if dense is None or budget_bytes() <= 0:
         return None, None
     key = _key(run, arrays, finite)
-    with _lock:
+    with _lock.lock:
         entries = list(_plans.get(key, ()))
         latest = next(reversed(_plans), None)
     for position, entry in enumerate(entries):
@@ -158,7 +158,7 @@ def lookup(run, arrays, finite, threads=1):
             entry[3] = time.monotonic()
             if position == 0 and latest == key:
                 return packed, dense  # already the most recent (every call of a busy loop)
-            with _lock:  # most recent first, in its plan and among plans
+            with _lock.lock:  # most recent first, in its plan and among plans
                 held = _plans.get(key, [])
                 for index, kept in enumerate(held):
                     if kept is entry:  # (by identity: lists of arrays do not compare)
@@ -181,14 +181,14 @@ def store(run, arrays, w, finite, packed):
     size = w.nbytes + packed.nbytes
     now = time.monotonic()
     key = _key(run, arrays, finite)
-    with _lock:
+    with _lock.lock:
         held = _plans.get(key, ())
         if (2 * size > budget or not _room_for(size, budget, now)
                 or (len(held) >= ENTRIES_PER_PLAN and now - held[-1][3] < RECENT_SECONDS)):
             return
     packed.flags.writeable = False  # shared by every later call that finds it
     entry = [run, w.copy(), packed, now]
-    with _lock:
+    with _lock.lock:
         entries = _plans.pop(key, [])
         entries.insert(0, entry)
         _bytes += size
@@ -220,7 +220,7 @@ def _room_for(size, budget, now):
 def clear():
     """Forget every remembered packing."""
     global _bytes
-    with _lock:
+    with _lock.lock:
         _plans.clear()
         _bytes = 0
 

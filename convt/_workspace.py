@@ -73,7 +73,7 @@ def give_back(loan):
     calls, dropping the smallest kept beyond KEPT_BLOCKS."""
     if loan is None or loan[0].size > KEPT_MAX_BYTES:
         return
-    with _lock:
+    with _lock.lock:
         _free.append(loan)
         while len(_free) > KEPT_BLOCKS:  # (by index: loans hold arrays, which do not compare)
             del _free[min(range(len(_free)), key=lambda index: _free[index][0].size)]
@@ -101,7 +101,7 @@ def borrowed(shape, dtype):
 def _take(nbytes, key):
     """The free loan whose view has ``key``, else the one of the smallest block
     that holds ``nbytes`` aligned, else None."""
-    with _lock:
+    with _lock.lock:
         best = None
         for index, loan in enumerate(_free):
             if loan[1] == key:
@@ -122,7 +122,7 @@ def kept_bytes():
     >>> kept_bytes()
     0
     """
-    with _lock:
+    with _lock.lock:
         return sum(loan[0].size for loan in _free)
 
 
@@ -134,5 +134,5 @@ def release():
     >>> from convt._workspace import release
     >>> release()
     """
-    with _lock:
+    with _lock.lock:
         _free.clear()

@@ -99,6 +99,32 @@ def test_a_fork_safe_lock_held_across_fork_is_released_and_taken_in_the_child(tm
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_fork_safe_locks_current_lock_held_across_fork_is_released_in_the_child(tmp_path):
+    # hot paths enter lock.lock itself: the block entered before the fork releases
+    # the lock it took, and the child's later blocks (either way) take the new one
+    result = _run(_script(tmp_path, """
+        import os
+        from convt._locks import ForkSafeLock
+        lock = ForkSafeLock()
+        before = lock.lock
+        with lock.lock:
+            pid = os.fork()
+        if pid == 0:
+            renewed = lock.lock is not before and not before.locked()
+            with lock.lock:
+                pass
+            with lock:
+                pass
+            os._exit(0 if renewed else 3)
+        _, status = os.waitpid(pid, 0)
+        with lock.lock:
+            print(os.waitstatus_to_exitcode(status), lock.lock is before)
+    """))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "True"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_child_forked_during_a_blas_call_has_its_blas_threads_back(tmp_path):
     # the BLAS backend holds the BLAS at one thread during a call; a child forked
     # then has no call to restore its count, nor the parent thread holding the lock
