@@ -235,8 +235,7 @@ cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
     panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
     job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
     workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
-    job.workspace = <char*>data_of(workspace)
-    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
+    job.workspace = aligned_data(workspace)
     job.signals = &signals
     with nogil:
         convt_run(col2im_task, job, items, threads)

@@ -56,6 +56,13 @@ cdef inline const void* data_of(object array):
     return cnp.PyArray_DATA(<cnp.ndarray>array)
 
 
+cdef inline char* aligned_data(object array):
+    """The first 64-byte boundary in an ndarray's data: a workspace allocated 64
+    bytes longer than its threads' buffers, which are 64-byte multiples."""
+    cdef char* data = <char*>cnp.PyArray_DATA(<cnp.ndarray>array)
+    return data + (-(<size_t>data)) % 64
+
+
 cdef Operands operands_of(arrays) except *:
     """Pointers and element strides of a call's arrays (convt._engine.Operands)."""
     cdef Operands ops

@@ -76,6 +76,11 @@ def plane_buffer_elements(in_shape, out_shape, kernel_shape, pads, strides, dila
     return convt_plane_prepare(&shape)
 
 
+cdef Py_ssize_t aligned_elements(Py_ssize_t elements, Py_ssize_t item):
+    """``elements`` of ``item`` bytes rounded up to a multiple of 64 bytes."""
+    return (elements * item + 63) // 64 * 64 // item
+
+
 def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
                int num_threads):
     """Fill ``y`` with Conv(x, w, b) plane by plane on ``num_threads`` pool threads:
@@ -108,7 +113,7 @@ def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
     job.shape.w_channel = w.strides[0] // item
     job.shape.y_channel = y.strides[1] // item
     buffer = convt_plane_prepare(&job.shape)
-    job.per_thread = (buffer * item + 63) // 64 * 64 // item
+    job.per_thread = aligned_elements(buffer, item)
     job.x, job.w = <const char*>data_of(x), <const char*>data_of(w)
     job.y = <char*>data_of(y)
     job.bias = <const char*>data_of(b)
@@ -119,8 +124,7 @@ def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
     items = x.shape[0] * ((job.groups + run - 1) // run)
     # 64-byte aligned buffers (rows are whole cache lines, see plane.h)
     workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
-    job.workspace = <char*>data_of(workspace)
-    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
+    job.workspace = aligned_data(workspace)
     job.signals = &signals
     with nogil:
         convt_run(plane_task, &job, items, threads)
@@ -249,10 +253,6 @@ cdef void channels_task(void* context, Py_ssize_t index, int slot) noexcept nogi
         channels_item(job, n, index - n * job.blocks, <float*>buffer)
 
 
-cdef Py_ssize_t aligned_elements(Py_ssize_t elements, Py_ssize_t item):
-    return (elements * item + 63) // 64 * 64 // item
-
-
 cdef void channels_buffers(ChannelsJob* job, Py_ssize_t item):
     """The elements of each part of a thread's buffer, each a 64-byte multiple."""
     cdef const convt_plane_shape* s = &job.shape
@@ -321,8 +321,7 @@ def plane_conv_channels(str family, x, w, b, y, Py_ssize_t block, pads, strides,
     if (not workspace.flags.c_contiguous or not workspace.flags.writeable
             or workspace.nbytes < threads * job.per_thread * item + 64):
         raise ValueError("plane_conv_channels: workspace too small")
-    job.workspace = <char*>data_of(workspace)
-    job.workspace = job.workspace + (-(<size_t>job.workspace)) % 64
+    job.workspace = aligned_data(workspace)
     job.signals = &signals
     with nogil:
         convt_run(channels_task, &job, items, threads)
