@@ -163,11 +163,14 @@ cdef inline void channels_weights(const ChannelsJob* job, Py_ssize_t first, Py_s
     ``bias``, zero past its last channel (those lanes are summed, never stored)."""
     cdef Py_ssize_t taps = job.shape.kernel_height * job.shape.kernel_width
     cdef const acc_t* source = <const acc_t*>job.w + first * job.w_channel
-    cdef Py_ssize_t c, t
-    memset(w, 0, taps * job.block * sizeof(acc_t))
-    for c in range(count):
+    cdef Py_ssize_t t
+    if count < job.block:
         for t in range(taps):
-            w[t * job.block + c] = source[c * job.w_channel + t]
+            memset(w + t * job.block + count, 0, (job.block - count) * sizeof(acc_t))
+    # the set's transpose: element by element, the stores a block apart took a
+    # tenth of a 5x5 stride-2 call over 672 channels of 14x14
+    transpose(&job.storage, count, taps, source, job.w_channel, w, job.block,
+              <const acc_t*>NULL)
     if job.bias != NULL:
         memset(bias, 0, job.block * sizeof(acc_t))
         memcpy(bias, <const acc_t*>job.bias + first, count * sizeof(acc_t))
