@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _col2im, _dispatch, _environ, _planes, _records, _weight_cache, _winograd, _workspace
+from . import (_col2im, _dispatch, _environ, _outputs, _planes, _records, _weight_cache,
+               _winograd, _workspace)
 from ._compiled import load
 from ._geometry import Geometry
 from ._plan import conv_reaching_taps, direct_plan, gemm_plan
@@ -373,6 +375,57 @@ def execute(call, x, w, b, y, num_threads, backend=None):
     return result
 
 
+class RepeatHooks:
+    """The Python parts a compiled repeated call (convt._kernels.RepeatedGemm) calls:
+    one object for every such call, so that each holds one reference."""
+
+    operands = Operands
+    fill_with_bias = staticmethod(fill_with_bias)
+    resolve_threads = staticmethod(_dispatch.resolve_threads)
+    lend = staticmethod(_workspace.lend)
+    give_back = staticmethod(_workspace.give_back)
+    workspace_min_bytes = _workspace.MIN_BYTES
+    weight_cache = _weight_cache
+    nothing_packed = None         # set below, once _NOTHING_PACKED exists
+    monotonic = staticmethod(time.monotonic)
+
+    @staticmethod
+    def budget_variable():
+        return _environ.value(_weight_cache.BUDGET_VARIABLE, "")
+
+    @staticmethod
+    def pooled(shape, dtype):
+        """Whether an output of ``shape`` and ``dtype`` comes from convt._outputs's blocks."""
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        return _outputs.ENABLED and _outputs.MIN_BYTES <= nbytes <= _outputs.MAX_BYTES // _outputs.BLOCKS
+
+    pooled_empty = staticmethod(_outputs.empty)
+
+
+def repeated(call, num_threads, slow, x, w, y):
+    """A compiled shortcut for the later calls of the remembered call ``slow``
+    (convt._frontend.RememberedCall, whose first call ran on ``x``, ``w`` and made
+    ``y``, all in the engines' layouts), or None where it would not serve them: any
+    engine but the GEMM engine alone (Winograd, planes, col2im, folded or
+    channels-last copies, Conv's padding taps, the direct engine, BLAS).  Its
+    calls give ``slow``'s results bit for bit; it runs ``slow`` itself wherever its
+    weights are not the weight cache's most recent entry."""
+    if (call is None or call.plane is not None or call.winograd is not None
+            or call.col2im is not None or call.fold or call.channels_last or call.padding_taps):
+        return None
+    run = call.run
+    if (run.decision.engine != "gemm" or run.decision.kernel_set == "blas"
+            or type(run.engine) is not load().GemmEngine):  # (tests wrap engines in Python)
+        return None
+    feeds = max(1, run.multiply_adds // _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD)
+    threads = 0  # resolved per call: the default threads depend on the machine's load
+    if num_threads is not None or min(call.work_items, feeds) <= 1:
+        threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
+    arrays = Operands(x, w, y, None, None, call.x_strides, call.w_strides, call.y_strides)
+    key = _weight_cache.cache_key(run, arrays, finite=call.transpose)
+    return load().RepeatedGemm(slow, run, call, _HOOKS, key, tuple(y.shape), y.dtype, threads)
+
+
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):
     """Fill ``y`` with ConvTranspose(x, w, b); all arguments already validated.
 
@@ -464,6 +517,8 @@ def _packed_weights(arrays, run, threads, finite):
 
 # The packed-weights argument of a run that streams w (never read).
 _NOTHING_PACKED = (np.zeros(1, np.float32), np.zeros(1, np.float64))
+RepeatHooks.nothing_packed = _NOTHING_PACKED
+_HOOKS = RepeatHooks()
 
 
 @functools.lru_cache(maxsize=64)

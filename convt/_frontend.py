@@ -382,5 +382,7 @@ def apply(layer, x, w, b, out):
     if key is not None and p.x is x and p.w is w and p.b is b:
         if len(_CALLS) >= _CALLS_LIMIT:
             _CALLS.clear()
-        _CALLS[key] = remembered
+        repeated = None if views else _engine.repeated(call, attributes.num_threads, remembered,
+                                                        p.x, p.w, y)
+        _CALLS[key] = remembered if repeated is None else repeated
     return y

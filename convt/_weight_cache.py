@@ -55,8 +55,12 @@ _lock = ForkSafeLock()
 # Entries kept only while no newer weights need their room: those used within this
 # many seconds (a network's layers in turn come round far sooner) are not evicted.
 RECENT_SECONDS = 1.0
-_plans = OrderedDict()   # key -> list of [run, weights copy, packed, last used], most recent first
+_plans = OrderedDict()   # key -> list of [run, weights copy, packed, last used, key], most recent first
 _bytes = 0
+# The entry found or stored last: the first of the most recent plan, until an
+# eviction or clear() drops it (then None).  A call whose weights it holds needs no
+# reordering (convt._kernels.RepeatedGemm serves such calls without this module).
+_latest = None
 # Weights bound to a layer (convt._bound): address of the first byte of the bound
 # layer's own read-only copy -> its FixedWeights.  Nothing else can write that
 # memory, so every view of it keeps its bytes for as long as the copy lives.
@@ -116,9 +120,11 @@ def budget_bytes():
     return mib << 20
 
 
-def _key(run, arrays, finite):
+def cache_key(run, arrays, finite):
+    """The key of the plan a call's weights are kept under (``finite``: ConvTranspose's)."""
     w = arrays.w
     return (id(run), w.shape, w.dtype, arrays.w_strides.tobytes(), finite)
+
 
 
 def _memory_order(w):
@@ -144,19 +150,21 @@ def lookup(run, arrays, finite, threads=1):
     w = arrays.w
     fixed = fixed_weights_of(w)
     if fixed is not None:
-        return fixed.find(_key(run, arrays, finite), run), fixed
+        return fixed.find(cache_key(run, arrays, finite), run), fixed
     dense = w if w.flags.c_contiguous else _memory_order(w)
     if dense is None or budget_bytes() <= 0:
         return None, None
-    key = _key(run, arrays, finite)
+    key = cache_key(run, arrays, finite)
     with _lock.lock:
         entries = list(_plans.get(key, ()))
         latest = next(reversed(_plans), None)
+    global _latest
     for position, entry in enumerate(entries):
-        held_run, copy, packed, _ = entry
-        if held_run is run and load().same_bytes(copy, dense, threads):
+        held_run, copy, packed = entry[:3]
+        if held_run is run and copy is not None and load().same_bytes(copy, dense, threads):
             entry[3] = time.monotonic()
             if position == 0 and latest == key:
+                _latest = entry
                 return packed, dense  # already the most recent (every call of a busy loop)
             with _lock.lock:  # most recent first, in its plan and among plans
                 held = _plans.get(key, [])
@@ -164,6 +172,7 @@ def lookup(run, arrays, finite, threads=1):
                     if kept is entry:  # (by identity: lists of arrays do not compare)
                         held.insert(0, held.pop(index))
                         _plans.move_to_end(key)
+                        _latest = entry
                         break
             return packed, dense
     return None, dense
@@ -173,32 +182,33 @@ def store(run, arrays, w, finite, packed):
     """Remember ``packed`` as the packing of ``arrays.w`` by ``run`` (a copy of its memory-order
     view ``w``, from ``lookup``, is kept; for fixed weights, ``w`` is their FixedWeights,
     which keeps ``packed`` alone)."""
-    global _bytes
+    global _bytes, _latest
     if isinstance(w, FixedWeights):
-        w.keep(_key(run, arrays, finite), run, packed)
+        w.keep(cache_key(run, arrays, finite), run, packed)
         return
     budget = budget_bytes()
     size = w.nbytes + packed.nbytes
     now = time.monotonic()
-    key = _key(run, arrays, finite)
+    key = cache_key(run, arrays, finite)
     with _lock.lock:
         held = _plans.get(key, ())
         if (2 * size > budget or not _room_for(size, budget, now)
                 or (len(held) >= ENTRIES_PER_PLAN and now - held[-1][3] < RECENT_SECONDS)):
             return
     packed.flags.writeable = False  # shared by every later call that finds it
-    entry = [run, w.copy(), packed, now]
+    entry = [run, w.copy(), packed, now, key]
     with _lock.lock:
         entries = _plans.pop(key, [])
         entries.insert(0, entry)
         _bytes += size
         while len(entries) > ENTRIES_PER_PLAN:
-            _bytes -= _size(entries.pop())
+            _bytes -= _evicted(entries.pop())
         _plans[key] = entries
+        _latest = entry
         while _bytes > budget and _plans:
             oldest_key = next(iter(_plans))
             oldest = _plans[oldest_key]
-            _bytes -= _size(oldest.pop())
+            _bytes -= _evicted(oldest.pop())
             if not oldest:
                 del _plans[oldest_key]
 
@@ -219,10 +229,14 @@ def _room_for(size, budget, now):
 
 def clear():
     """Forget every remembered packing."""
-    global _bytes
+    global _bytes, _latest
     with _lock.lock:
+        for entries in _plans.values():
+            for entry in entries:
+                _evicted(entry)
         _plans.clear()
         _bytes = 0
+        _latest = None
 
 
 def held_bytes():
@@ -232,3 +246,14 @@ def held_bytes():
 
 def _size(entry):
     return entry[1].nbytes + entry[2].nbytes
+
+
+def _evicted(entry):
+    """Drop ``entry``'s arrays (the lock held) and return the bytes they held: a
+    compiled repeated call may still hold the entry, never its memory."""
+    global _latest
+    size = _size(entry)
+    entry[1] = entry[2] = None
+    if entry is _latest:
+        _latest = None
+    return size

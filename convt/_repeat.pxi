@@ -1,0 +1,114 @@
+# Repeated GEMM calls: the calls after the first of a call the front-ends remember
+# (convt._frontend: same parameters, operand shapes, strides and dtypes) whose
+# engine is the GEMM engine alone, with its operands in the engines' own layouts.
+# Such a call only allocates its output, finds its packed weights and runs the
+# engine; in Python that took about 7 of a tiny layer's 10 us in a loop, and after
+# an idle pause each of its twenty Python functions cost far more (its code and
+# objects out of the caches).  RepeatedGemm does the same steps here, the weight
+# cache's most recent entry checked with one memcmp, and hands every other case
+# to the Python path (``slow``, the remembered call), which it follows exactly:
+# results are those of the Python path, bit for bit.
+
+
+cdef class RepeatedGemm:
+    """A remembered GEMM call's shortcut: ``self(x, w, b, out)`` as the remembered
+    call ``slow`` computes it (see above).  Made by convt._engine.repeated."""
+
+    cdef readonly object slow   # the remembered call: every case not served here
+    cdef GemmEngine engine
+    cdef object run             # convt._engine.Execution (the weight cache names it)
+    cdef readonly object call   # convt._engine.Call
+    cdef object hooks           # convt._engine.RepeatHooks: the Python parts it calls
+    cdef object cache_key       # the weight cache's key of this call's weights
+    cdef object entry           # the weight cache's entry holding them, or None
+    cdef object budget          # the cache's budget variable when the entry was taken
+    cdef tuple shape            # the output
+    cdef cnp.dtype dtype, accumulation
+    cdef int threads            # 0: resolved per call (default threads)
+    cdef Py_ssize_t scratch_width, per_thread
+    cdef bint streamed, needs_fill, pooled_output
+
+    def __cinit__(self, slow, run, call, hooks, cache_key, tuple shape, dtype,
+                  int threads):
+        self.slow, self.run, self.call, self.hooks = slow, run, call, hooks
+        self.engine = run.engine
+        self.cache_key, self.entry, self.budget = cache_key, None, None
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.accumulation = run.decision.accumulation
+        self.threads = threads
+        self.scratch_width = len(run.axes) + THREAD_STATE
+        self.per_thread = run.plan.workspace_per_thread
+        self.streamed = call.streamed
+        self.needs_fill = run.plan.needs_fill
+        self.pooled_output = hooks.pooled(shape, self.dtype)
+        self._take_entry()  # the first call (the Python path's) has just run
+
+    def __call__(self, x, w, b, out):
+        cdef object packed = None
+        cdef int threads
+        # (the remembered call's key holds w's type: an ndarray, not a subclass)
+        if out is None and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):
+            if self.streamed:
+                packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
+            else:
+                packed = self._remembered_packing(w)
+        if packed is None:
+            y = self.slow(x, w, b, out)
+            self._take_entry()
+            return y
+        threads = self.threads if self.threads else self.hooks.resolve_threads(
+            None, self.call.work_items, self.run.multiply_adds)
+        return self._run(x, w, b, packed, threads)
+
+    cdef object _remembered_packing(self, w):
+        """The packed weights of the cache's most recent entry when it is this call's
+        and holds w's bytes (then nothing about the cache changes but the entry's time
+        of use, as in its lookup), else None."""
+        cdef list entry = self.entry
+        if (entry is None or entry is not self.hooks.weight_cache._latest
+                or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>w)):
+            return None
+        if self.hooks.budget_variable() != self.budget:
+            return None
+        copy, packed = entry[1], entry[2]  # (None once evicted, by another thread too)
+        if copy is None or packed is None:
+            return None
+        if not same_bytes(copy, w, self.threads if self.threads else 1):
+            return None
+        entry[3] = self.hooks.monotonic()
+        return packed
+
+    cdef void _take_entry(self):
+        """After a call of the Python path: the cache's most recent entry, if it holds
+        this call's weights (the path found or stored them)."""
+        cache = self.hooks.weight_cache
+        entry = cache._latest
+        self.budget = self.hooks.budget_variable()
+        self.entry = entry if (entry is not None and entry[4] == self.cache_key
+                               and cache.budget_bytes() > 0) else None
+
+    cdef object _run(self, x, w, b, packed, int threads):
+        """The engine's call, as convt._engine.execute and _run_gemm make it."""
+        cdef cnp.npy_intp dims[2]
+        y = self.hooks.pooled_empty(self.shape, self.dtype) if self.pooled_output else \
+            np.empty(self.shape, self.dtype)
+        b_acc = None if b is None else np.ascontiguousarray(b, dtype=self.accumulation)
+        c = self.call
+        arrays = self.hooks.operands(x, w, y, b, b_acc, c.x_strides, c.w_strides, c.y_strides,
+                                     c.x_extent, c.x_channel_offsets)
+        if self.needs_fill:
+            self.hooks.fill_with_bias(y, b)
+        dims[0], dims[1] = threads, self.scratch_width
+        scratch = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INTP, 0)
+        memset(cnp.PyArray_DATA(scratch), 0xff, threads * self.scratch_width * sizeof(Py_ssize_t))
+        if threads * self.per_thread * self.accumulation.itemsize < self.hooks.workspace_min_bytes:
+            dims[1] = self.per_thread
+            workspace = cnp.PyArray_EMPTY(2, dims, self.accumulation.type_num, 0)
+            self.engine.run(arrays, packed, workspace, scratch, threads, self.streamed)
+            return y
+        workspace, loan = self.hooks.lend((threads, self.per_thread), self.accumulation)
+        try:
+            self.engine.run(arrays, packed, workspace, scratch, threads, self.streamed)
+        finally:
+            self.hooks.give_back(loan)
+        return y
