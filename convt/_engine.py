@@ -405,20 +405,32 @@ class RepeatHooks:
 def repeated(call, num_threads, slow, x, w, y):
     """A compiled shortcut for the later calls of the remembered call ``slow``
     (convt._frontend.RememberedCall, whose first call ran on ``x``, ``w`` and made
-    ``y``, all in the engines' layouts), or None where it would not serve them: any
-    engine but the GEMM engine alone (Winograd, planes, col2im, folded or
-    channels-last copies, Conv's padding taps, the direct engine, BLAS).  Its
-    calls give ``slow``'s results bit for bit; it runs ``slow`` itself wherever its
-    weights are not the weight cache's most recent entry."""
-    if (call is None or call.plane is not None or call.winograd is not None
-            or call.col2im is not None or call.fold or call.channels_last or call.padding_taps):
+    ``y``, all in the engines' layouts), or None where it would not serve them:
+    Winograd, col2im, folded or channels-last copies, Conv's padding taps, the
+    direct engine, BLAS.  The GEMM engine alone (RepeatedGemm) and depthwise planes
+    (RepeatedPlanes) are served.  Their calls give ``slow``'s results bit for bit; a
+    RepeatedGemm runs ``slow`` itself wherever its weights are not the weight
+    cache's most recent entry."""
+    if call is None:
+        return None
+    threads = 0  # resolved per call: the default threads depend on the machine's load
+    if call.plane is not None:
+        plane = call.plane
+        if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
+            return None  # (convt._planes.run copies such weights)
+        if num_threads is not None or min(plane.work_items, max(
+                1, plane.multiply_adds // _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD)) <= 1:
+            threads = _dispatch.resolve_threads(num_threads, plane.work_items,
+                                                plane.multiply_adds)
+        return load().RepeatedPlanes(slow, call, _HOOKS, tuple(y.shape), y.dtype, threads)
+    if (call.winograd is not None or call.col2im is not None or call.fold or call.channels_last
+            or call.padding_taps):
         return None
     run = call.run
     if (run.decision.engine != "gemm" or run.decision.kernel_set == "blas"
             or type(run.engine) is not load().GemmEngine):  # (tests wrap engines in Python)
         return None
     feeds = max(1, run.multiply_adds // _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD)
-    threads = 0  # resolved per call: the default threads depend on the machine's load
     if num_threads is not None or min(call.work_items, feeds) <= 1:
         threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
     arrays = Operands(x, w, y, None, None, call.x_strides, call.w_strides, call.y_strides)

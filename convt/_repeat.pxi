@@ -112,3 +112,46 @@ cdef class RepeatedGemm:
         finally:
             self.hooks.give_back(loan)
         return y
+
+
+cdef class RepeatedPlanes:
+    """A remembered depthwise-planes call's shortcut (convt._planes): ``self(x, w, b,
+    out)`` as the remembered call ``slow`` computes it, every step of
+    convt._engine.execute and convt._planes.run made here but the kernels' own
+    drivers.  ``out=`` runs ``slow``.  Made by convt._engine.repeated."""
+
+    cdef readonly object slow   # the remembered call: calls with out=
+    cdef readonly object call   # convt._engine.Call
+    cdef object plane           # convt._planes.PlaneRun
+    cdef object hooks           # convt._engine.RepeatHooks
+    cdef tuple shape            # the output
+    cdef cnp.dtype dtype
+    cdef int threads            # 0: resolved per call (default threads)
+    cdef bint pooled_output
+
+    def __cinit__(self, slow, call, hooks, tuple shape, dtype, int threads):
+        self.slow, self.call, self.plane, self.hooks = slow, call, call.plane, hooks
+        self.shape, self.dtype, self.threads = shape, np.dtype(dtype), threads
+        self.pooled_output = hooks.pooled(shape, self.dtype)
+
+    def __call__(self, x, w, b, out):
+        cdef int threads
+        if out is not None or self.pooled_output:
+            return self.slow(x, w, b, out)
+        plane = self.plane
+        threads = self.threads if self.threads else self.hooks.resolve_threads(
+            None, plane.work_items, plane.multiply_adds)
+        y = np.empty(self.shape, self.dtype)
+        bias = None if b is None else np.ascontiguousarray(b, dtype=self.dtype)
+        if not plane.channel_block:
+            plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,
+                       plane.dilations, threads)
+            return y
+        workspace, loan = self.hooks.lend((max(1, threads) * plane.buffer_bytes + 64,),
+                                          np.uint8)
+        try:
+            plane_conv_channels(plane.family, x, w, bias, y, plane.channel_block, plane.pads,
+                                plane.strides, plane.dilations, workspace, threads)
+        finally:
+            self.hooks.give_back(loan)
+        return y

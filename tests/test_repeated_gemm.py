@@ -171,12 +171,47 @@ def test_streamed_weights_are_read_on_every_call(python_calls):
     assert not np.array_equal(changed, y)
 
 
+PLANE_CASES = dict(
+    planes=((1, 32, 16, 16), (32, 1, 3, 3), dict(group=32, pads=(1, 1, 1, 1))),
+    channels_side_by_side=((2, 96, 14, 14), (96, 1, 5, 5),
+                           dict(group=96, strides=(2, 2), pads=(2, 2, 2, 2))),
+    multiplier_2=((1, 8, 20, 9), (16, 1, 3, 3), dict(group=8, dilations=(2, 1))),
+)
+
+
+@pytest.mark.parametrize("threads", [None, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(PLANE_CASES))
+def test_repeated_depthwise_planes_give_the_python_paths_results(name, dtype, threads,
+                                                                 python_calls):
+    x_shape, w_shape, params = PLANE_CASES[name]
+    layer = Conv(num_threads=threads, **params)
+    assert explain(layer, x_shape, w_shape, dtype).plane is not None
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    for bias in (b, None):
+        first = layer.apply(x, w, bias)
+        shortcut = _frontend._CALLS[_frontend.call_key(layer, x, w, bias, None)]
+        assert type(shortcut) is load().RepeatedPlanes
+        served = len(python_calls)
+        again = layer.apply(x, w, bias)
+        assert len(python_calls) == served
+        np.testing.assert_array_equal(again, first)
+        np.testing.assert_array_equal(shortcut.slow(x, w, bias, None), first)
+        w[0, 0, 0, 0] += 1.0  # weights are read on every call
+        expected = reference_conv(x, w, bias, **params)
+        np.testing.assert_allclose(layer.apply(x, w, bias), expected,
+                                   rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
 def test_calls_of_other_engines_keep_the_python_path():
-    """Depthwise planes, Winograd and col2im calls are not served by the shortcut."""
-    x = np.ones((1, 32, 16, 16), np.float32)
-    layer = Conv(group=32, pads=(1, 1, 1, 1))
-    w = np.ones((32, 1, 3, 3), np.float32)
-    assert explain(layer, x.shape, w.shape).plane is not None
+    """col2im calls keep the Python path (as Winograd, folded and channels-last ones do)."""
+    x = np.ones((1, 128, 8, 8), np.float32)
+    layer = ConvTranspose(strides=(2, 2), pads=(1, 1, 1, 1))
+    w = np.ones((128, 64, 4, 4), np.float32)
+    assert explain(layer, x.shape, w.shape).col2im is not None
     layer.apply(x, w)
     assert type(_frontend._CALLS[_frontend.call_key(layer, x, w, None, None)]) is \
         _frontend.RememberedCall
