@@ -215,3 +215,27 @@ def test_calls_of_other_engines_keep_the_python_path():
     layer.apply(x, w)
     assert type(_frontend._CALLS[_frontend.call_key(layer, x, w, None, None)]) is \
         _frontend.RememberedCall
+
+
+def test_python_threads_calling_one_layer_get_their_own_weights_results():
+    """Threads share the layer's shortcut and the cache's entries while each call's
+    engine runs without the GIL: every call still multiplies its own weights."""
+    import threading
+
+    layer, x, w, b = _operands("conv_k3", np.float32)
+    weights = [w * scale for scale in (1.0, -2.0, 0.5)]
+    expected = [layer.apply(x, weights_i, b) for weights_i in weights]
+    failures = []
+
+    def work(seed):
+        order = np.random.default_rng(seed).integers(0, len(weights), 60)
+        for index in order:
+            if not np.array_equal(layer.apply(x, weights[index], b), expected[index]):
+                failures.append(index)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
