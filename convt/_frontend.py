@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _arrays, _environ, _layouts, _outputs, _validation
+from . import _arrays, _layouts, _outputs, _validation
 
 
 def _frozen(value):
@@ -274,25 +275,38 @@ def _parameter_key(layer):
     return key
 
 
-def call_key(layer, x, w, b, out):
-    """The key of a call (see above), or None if it cannot be remembered.
+class KeyParts:
+    """What the compiled call key (convt._kernels.call_key) reads besides the
+    operands: the parameter key's slot and maker, the kernel-set variable (and its
+    key in CPython's os.environ mapping) and the tuning constants' module."""
 
-    The operands' parts (shape, strides, dtype, alignment) are written out here, not
-    in a helper: every call runs this, and each Python function called costs 5-15 us
-    once a large call has pushed it out of the CPU caches.
+    parameter_slot = _PARAMETER_KEY
+    parameter_key = staticmethod(_parameter_key)
+    environ_type = getattr(os, "_Environ", None)
+    kernel_set_variable = None    # set with dispatch, on first use
+    kernel_set_key = None
+    dispatch = None
+
+
+def call_key(layer, x, w, b, out):
+    """The key of a call (see above), or None if it cannot be remembered:
+    ``(parameters, x's part, w's part, b's part or None, out is None, kernel-set
+    variable, tuning key)``, an operand's part being its shape, strides, dtype and
+    alignment.  Compiled (convt._kernels.call_key): every call makes one, and each
+    Python function it called cost 5-15 us once a large call had pushed it out of
+    the CPU caches.  This first call binds the compiled one in its place.
     """
-    parameters = _parameter_key(layer)
-    if parameters is None:
-        return None
-    ndarray = np.ndarray
-    if type(x) is not ndarray or type(w) is not ndarray or (b is not None
-                                                              and type(b) is not ndarray):
-        return None  # array-likes and subclasses take the full path
-    bias = None if b is None else (b.shape, b.strides, b.dtype, b.flags.aligned)
-    _dispatch = _module("_dispatch")  # the environment and tuning the plans depend on
-    return (parameters, x.shape, x.strides, x.dtype, x.flags.aligned, w.shape, w.strides,
-            w.dtype, w.flags.aligned, bias, out is None,
-            _environ.value(_dispatch.KERNEL_SET_VARIABLE), _dispatch.tuning_key())
+    global call_key
+    _dispatch = _module("_dispatch")
+    KeyParts.kernel_set_variable = _dispatch.KERNEL_SET_VARIABLE
+    environ = os.environ
+    if type(environ) is KeyParts.environ_type:
+        KeyParts.kernel_set_key = environ.encodekey(_dispatch.KERNEL_SET_VARIABLE)
+    KeyParts.dispatch = _dispatch
+    kernels = _module("_compiled").load()
+    kernels.set_key_parts(KeyParts)
+    call_key = kernels.call_key
+    return call_key(layer, x, w, b, out)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 
 cimport numpy as cnp
 import math
+import os
 
 import numpy as np
 

@@ -155,3 +155,51 @@ cdef class RepeatedPlanes:
         finally:
             self.hooks.give_back(loan)
         return y
+
+
+# The key of a call (convt._frontend.call_key), made here: every call makes one,
+# and in Python its five functions and three flags objects cost 1.5 us in a loop
+# and 6 us after an idle pause.  KeyParts holds what it reads besides the operands.
+cdef object _key_parts = None
+
+
+def set_key_parts(parts):
+    """Give call_key the front-end's parts (convt._frontend.KeyParts)."""
+    global _key_parts
+    _key_parts = parts
+
+
+cdef inline object _operand_key(object a):
+    return a.shape, a.strides, a.dtype, cnp.PyArray_ISALIGNED(<cnp.ndarray>a)
+
+
+def call_key(layer, x, w, b, out):
+    """The key of a call of ``layer`` on these operands, or None if it cannot be
+    remembered: convt._frontend.call_key (its documentation holds the rule)."""
+    parts = _key_parts
+    parameters = getattr(layer, "__dict__").get(parts.parameter_slot)
+    if parameters is None:
+        parameters = parts.parameter_key(layer)
+        if parameters is None:
+            return None
+    if (type(x) is not np.ndarray or type(w) is not np.ndarray
+            or (b is not None and type(b) is not np.ndarray)):
+        return None  # array-likes and subclasses take the full path
+    dispatch = parts.dispatch
+    tuning = dispatch._tuning_key_now
+    if tuning is None:
+        tuning = dispatch.tuning_key()
+    return (parameters, _operand_key(x), _operand_key(w),
+            None if b is None else _operand_key(b), out is None,
+            _environment_value(parts), tuning)
+
+
+cdef object _environment_value(parts):
+    """The kernel-set variable as os.environ holds it (bytes where CPython keeps
+    them: equal exactly when the decoded values are), else as os.environ.get reads it."""
+    environ = os.environ
+    if type(environ) is parts.environ_type:
+        data = getattr(environ, "_data", None)
+        if type(data) is dict:
+            return (<dict>data).get(parts.kernel_set_key)
+    return environ.get(parts.kernel_set_variable)
