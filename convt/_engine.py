@@ -390,6 +390,13 @@ class RepeatHooks:
     monotonic = staticmethod(time.monotonic)
 
     @staticmethod
+    def fixed_packing(w, run, key):
+        """The packing kept with fixed weights ``w`` (a bound layer's) under ``key``,
+        found without comparing bytes, or None (not fixed, or not packed yet)."""
+        fixed = _weight_cache.fixed_weights_of(w)
+        return None if fixed is None else fixed.find(key, run)
+
+    @staticmethod
     def budget_variable():
         return _environ.value(_weight_cache.BUDGET_VARIABLE, "")
 

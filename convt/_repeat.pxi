@@ -10,9 +10,28 @@
 # results are those of the Python path, bit for bit.
 
 
+cdef bint usable_output(out, tuple shape, cnp.dtype dtype, x, w, b) except -1:
+    """Whether ``out`` is None or an array the remembered call would take as it is
+    (convt._arrays.prepare_output: an ndarray of the output's shape and dtype,
+    C-contiguous, writeable, aligned, sharing no memory with an operand); where it
+    is not, the remembered call raises its error."""
+    if out is None:
+        return True
+    if type(out) is not np.ndarray:
+        return False
+    cdef cnp.ndarray array = <cnp.ndarray>out
+    if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or not cnp.PyArray_ISWRITEABLE(array)
+            or not cnp.PyArray_ISALIGNED(array) or array.dtype != dtype
+            or (<object>array).shape != shape):
+        return False
+    return not (np.may_share_memory(out, x) or np.may_share_memory(out, w)
+                or (b is not None and np.may_share_memory(out, b)))
+
+
 cdef class RepeatedGemm:
     """A remembered GEMM call's shortcut: ``self(x, w, b, out)`` as the remembered
-    call ``slow`` computes it (see above).  Made by convt._engine.repeated."""
+    call ``slow`` computes it (see above), into ``out`` when it is given and usable
+    as it is.  Made by convt._engine.repeated."""
 
     cdef readonly object slow   # the remembered call: every case not served here
     cdef GemmEngine engine
@@ -47,18 +66,24 @@ cdef class RepeatedGemm:
         cdef object packed = None
         cdef int threads
         # (the remembered call's key holds w's type: an ndarray, not a subclass)
-        if out is None and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):
-            if self.streamed:
-                packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
-            else:
-                packed = self._remembered_packing(w)
+        if not usable_output(out, self.shape, self.dtype, x, w, b):
+            pass
+        elif not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):  # a bound layer's, if fixed
+            packed = self.hooks.fixed_packing(w, self.run, self.cache_key)
+        elif self.streamed:
+            packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
+        else:
+            packed = self._remembered_packing(w)
         if packed is None:
             y = self.slow(x, w, b, out)
             self._take_entry()
             return y
         threads = self.threads if self.threads else self.hooks.resolve_threads(
             None, self.call.work_items, self.run.multiply_adds)
-        return self._run(x, w, b, packed, threads)
+        if out is None:
+            out = self.hooks.pooled_empty(self.shape, self.dtype) if self.pooled_output else \
+                np.empty(self.shape, self.dtype)
+        return self._run(x, w, b, packed, threads, out)
 
     cdef object _remembered_packing(self, w):
         """The packed weights of the cache's most recent entry when it is this call's
@@ -87,11 +112,9 @@ cdef class RepeatedGemm:
         self.entry = entry if (entry is not None and entry[4] == self.cache_key
                                and cache.budget_bytes() > 0) else None
 
-    cdef object _run(self, x, w, b, packed, int threads):
-        """The engine's call, as convt._engine.execute and _run_gemm make it."""
+    cdef object _run(self, x, w, b, packed, int threads, y):
+        """Fill ``y`` by the engine, as convt._engine.execute and _run_gemm do."""
         cdef cnp.npy_intp dims[2]
-        y = self.hooks.pooled_empty(self.shape, self.dtype) if self.pooled_output else \
-            np.empty(self.shape, self.dtype)
         b_acc = None if b is None else np.ascontiguousarray(b, dtype=self.accumulation)
         c = self.call
         arrays = self.hooks.operands(x, w, y, b, b_acc, c.x_strides, c.w_strides, c.y_strides,
@@ -118,9 +141,9 @@ cdef class RepeatedPlanes:
     """A remembered depthwise-planes call's shortcut (convt._planes): ``self(x, w, b,
     out)`` as the remembered call ``slow`` computes it, every step of
     convt._engine.execute and convt._planes.run made here but the kernels' own
-    drivers.  ``out=`` runs ``slow``.  Made by convt._engine.repeated."""
+    drivers.  Made by convt._engine.repeated."""
 
-    cdef readonly object slow   # the remembered call: calls with out=
+    cdef readonly object slow   # the remembered call: every case not served here
     cdef readonly object call   # convt._engine.Call
     cdef object plane           # convt._planes.PlaneRun
     cdef object hooks           # convt._engine.RepeatHooks
@@ -136,12 +159,13 @@ cdef class RepeatedPlanes:
 
     def __call__(self, x, w, b, out):
         cdef int threads
-        if out is not None or self.pooled_output:
+        if (out is None and self.pooled_output) or not usable_output(
+                out, self.shape, self.dtype, x, w, b):
             return self.slow(x, w, b, out)
         plane = self.plane
         threads = self.threads if self.threads else self.hooks.resolve_threads(
             None, plane.work_items, plane.multiply_adds)
-        y = np.empty(self.shape, self.dtype)
+        y = np.empty(self.shape, self.dtype) if out is None else out
         bias = None if b is None else np.ascontiguousarray(b, dtype=self.dtype)
         if not plane.channel_block:
             plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,

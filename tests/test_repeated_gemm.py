@@ -101,6 +101,40 @@ def test_weights_changed_between_calls_are_used(name, python_calls):
         assert len(python_calls) == served
 
 
+@pytest.mark.parametrize("name", ["transpose_gaps", "conv_k3"])
+def test_repeated_calls_into_out_are_served_and_checked(name, python_calls):
+    """A usable ``out`` is filled by the shortcut; every other ``out`` reaches the
+    remembered call, which raises as on a first call."""
+    layer, x, w, b = _operands(name, np.float32)
+    expected = layer.apply(x, w, b)
+    out = np.full_like(expected, np.nan)
+    assert layer.apply(x, w, b, out=out) is out
+    served = len(python_calls)
+    out[...] = np.nan
+    assert layer.apply(x, w, b, out=out) is out
+    assert len(python_calls) == served
+    np.testing.assert_array_equal(out, expected)
+    other = np.empty_like(expected)
+    assert layer.apply(x, w, b, out=other) is other  # another array of the same layout
+    np.testing.assert_array_equal(other, expected)
+    assert len(python_calls) == served
+    read_only = np.empty_like(expected)
+    read_only.flags.writeable = False
+    wrong = [(read_only, "writeable"), (np.empty_like(expected, dtype=np.float64), "dtype"),
+             (np.empty(expected.shape[::-1], np.float32).T, "C-contiguous")]
+    for bad, message in wrong:
+        with pytest.raises(ValueError, match=message):
+            layer.apply(x, w, b, out=bad)
+    buffer = np.zeros(x.size + expected.size, np.float32)
+    x_inside = buffer[:x.size].reshape(x.shape)
+    x_inside[...] = x
+    overlapping = buffer[x.size - 1:-1].reshape(expected.shape)
+    layer.apply(x_inside, w, b, out=buffer[x.size:].reshape(expected.shape))
+    layer.apply(x_inside, w, b, out=buffer[x.size:].reshape(expected.shape))
+    with pytest.raises(ValueError, match="out must not share memory with x"):
+        layer.apply(x_inside, w, b, out=overlapping)
+
+
 def test_threads_and_out_give_the_same_results():
     layer, x, w, b = _operands("conv_k3", np.float32)
     y = layer.apply(x, w, b)
@@ -239,3 +273,19 @@ def test_python_threads_calling_one_layer_get_their_own_weights_results():
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+@pytest.mark.parametrize("name", ["transpose_k4s2", "conv_grouped_3d"])
+def test_bound_layers_use_their_kept_packing(name, python_calls):
+    """A bound layer's weights (fixed, read-only) are served with the packing kept
+    with them, found without comparing bytes: the results of apply, bit for bit."""
+    layer, x, w, b = _operands(name, np.float32)
+    expected = layer.apply(x, w, b)
+    bound = layer.bind(w, b)
+    np.testing.assert_array_equal(bound(x), expected)
+    served = len(python_calls)
+    for _ in range(3):
+        np.testing.assert_array_equal(bound(x), expected)
+    assert len(python_calls) == served
+    w[(0,) * w.ndim] += 1.0  # the bound layer keeps its own copy
+    np.testing.assert_array_equal(bound(x), expected)
