@@ -46,6 +46,7 @@ from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 cimport numpy as cnp
 import math
 import os
+import weakref
 
 import numpy as np
 

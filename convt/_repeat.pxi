@@ -41,6 +41,8 @@ cdef class RepeatedGemm:
     cdef object cache_key       # the weight cache's key of this call's weights
     cdef object entry           # the weight cache's entry holding them, or None
     cdef object budget          # the cache's budget variable when the entry was taken
+    cdef object fixed_weights   # weak references: the fixed weights served last (a
+    cdef object fixed_packing   # bound layer's, read-only for good) and their packing
     cdef tuple shape            # the output
     cdef cnp.dtype dtype, accumulation
     cdef int threads            # 0: resolved per call (default threads)
@@ -69,7 +71,7 @@ cdef class RepeatedGemm:
         if not usable_output(out, self.shape, self.dtype, x, w, b):
             pass
         elif not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):  # a bound layer's, if fixed
-            packed = self.hooks.fixed_packing(w, self.run, self.cache_key)
+            packed = self._fixed_packing(w)
         elif self.streamed:
             packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
         else:
@@ -101,6 +103,19 @@ cdef class RepeatedGemm:
         if not same_bytes(copy, w, self.threads if self.threads else 1):
             return None
         entry[3] = self.hooks.monotonic()
+        return packed
+
+    cdef object _fixed_packing(self, w):
+        """The packing kept with fixed weights ``w``, or None (not fixed, or not packed
+        yet): the one served last while both live (fixed weights never change, so
+        their packing stays right), else the one FixedWeights keeps."""
+        if self.fixed_weights is not None and self.fixed_weights() is w:
+            packed = self.fixed_packing()
+            if packed is not None:
+                return packed
+        packed = self.hooks.fixed_packing(w, self.run, self.cache_key)
+        if packed is not None:
+            self.fixed_weights, self.fixed_packing = weakref.ref(w), weakref.ref(packed)
         return packed
 
     cdef void _take_entry(self):

@@ -289,3 +289,8 @@ def test_bound_layers_use_their_kept_packing(name, python_calls):
     assert len(python_calls) == served
     w[(0,) * w.ndim] += 1.0  # the bound layer keeps its own copy
     np.testing.assert_array_equal(bound(x), expected)
+    packings = weakref.ref(next(iter(bound._fixed.packings.values()))[1])
+    address = bound._fixed.weights.__array_interface__["data"][0]
+    del bound
+    gc.collect()
+    assert address not in _weight_cache._fixed and packings() is None  # the shortcut holds neither
