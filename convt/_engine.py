@@ -381,7 +381,7 @@ class RepeatHooks:
 
     operands = Operands
     fill_with_bias = staticmethod(fill_with_bias)
-    resolve_threads = staticmethod(_dispatch.resolve_threads)
+    dispatch = _dispatch           # resolve_threads, looked up on every call
     lend = staticmethod(_workspace.lend)
     give_back = staticmethod(_workspace.give_back)
     workspace_min_bytes = _workspace.MIN_BYTES
@@ -420,16 +420,10 @@ def repeated(call, num_threads, slow, x, w, y):
     cache's most recent entry."""
     if call is None:
         return None
-    threads = 0  # resolved per call: the default threads depend on the machine's load
     if call.plane is not None:
-        plane = call.plane
         if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
             return None  # (convt._planes.run copies such weights)
-        if num_threads is not None or min(plane.work_items, max(
-                1, plane.multiply_adds // _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD)) <= 1:
-            threads = _dispatch.resolve_threads(num_threads, plane.work_items,
-                                                plane.multiply_adds)
-        return load().RepeatedPlanes(slow, call, _HOOKS, tuple(y.shape), y.dtype, threads)
+        return load().RepeatedPlanes(slow, call, _HOOKS, tuple(y.shape), y.dtype, num_threads)
     if (call.winograd is not None or call.col2im is not None or call.fold or call.channels_last
             or call.padding_taps):
         return None
@@ -437,12 +431,10 @@ def repeated(call, num_threads, slow, x, w, y):
     if (run.decision.engine != "gemm" or run.decision.kernel_set == "blas"
             or type(run.engine) is not load().GemmEngine):  # (tests wrap engines in Python)
         return None
-    feeds = max(1, run.multiply_adds // _dispatch.MIN_MULTIPLY_ADDS_PER_THREAD)
-    if num_threads is not None or min(call.work_items, feeds) <= 1:
-        threads = _dispatch.resolve_threads(num_threads, call.work_items, run.multiply_adds)
     arrays = Operands(x, w, y, None, None, call.x_strides, call.w_strides, call.y_strides)
     key = _weight_cache.cache_key(run, arrays, finite=call.transpose)
-    return load().RepeatedGemm(slow, run, call, _HOOKS, key, tuple(y.shape), y.dtype, threads)
+    return load().RepeatedGemm(slow, run, call, _HOOKS, key, tuple(y.shape), y.dtype,
+                               num_threads)
 
 
 def compute(x, w, b, y, geometry, group, num_threads, engine=None, backend=None, **overrides):

@@ -45,18 +45,17 @@ cdef class RepeatedGemm:
     cdef object fixed_packing   # bound layer's, read-only for good) and their packing
     cdef tuple shape            # the output
     cdef cnp.dtype dtype, accumulation
-    cdef int threads            # 0: resolved per call (default threads)
+    cdef object num_threads     # the layer's (None: the default)
     cdef Py_ssize_t scratch_width, per_thread
     cdef bint streamed, needs_fill, pooled_output
 
-    def __cinit__(self, slow, run, call, hooks, cache_key, tuple shape, dtype,
-                  int threads):
+    def __cinit__(self, slow, run, call, hooks, cache_key, tuple shape, dtype, num_threads):
         self.slow, self.run, self.call, self.hooks = slow, run, call, hooks
         self.engine = run.engine
         self.cache_key, self.entry, self.budget = cache_key, None, None
         self.shape, self.dtype = shape, np.dtype(dtype)
         self.accumulation = run.decision.accumulation
-        self.threads = threads
+        self.num_threads = num_threads
         self.scratch_width = len(run.axes) + THREAD_STATE
         self.per_thread = run.plan.workspace_per_thread
         self.streamed = call.streamed
@@ -66,28 +65,28 @@ cdef class RepeatedGemm:
 
     def __call__(self, x, w, b, out):
         cdef object packed = None
-        cdef int threads
+        cdef int threads = 1
         # (the remembered call's key holds w's type: an ndarray, not a subclass)
-        if not usable_output(out, self.shape, self.dtype, x, w, b):
-            pass
-        elif not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):  # a bound layer's, if fixed
-            packed = self._fixed_packing(w)
-        elif self.streamed:
-            packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
-        else:
-            packed = self._remembered_packing(w)
+        if usable_output(out, self.shape, self.dtype, x, w, b):
+            # (through the module: what every call resolves, and benchmarks count)
+            threads = self.hooks.dispatch.resolve_threads(
+                self.num_threads, self.call.work_items, self.run.multiply_adds)
+            if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):  # a bound layer's, if fixed
+                packed = self._fixed_packing(w)
+            elif self.streamed:
+                packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
+            else:
+                packed = self._remembered_packing(w, threads)
         if packed is None:
             y = self.slow(x, w, b, out)
             self._take_entry()
             return y
-        threads = self.threads if self.threads else self.hooks.resolve_threads(
-            None, self.call.work_items, self.run.multiply_adds)
         if out is None:
             out = self.hooks.pooled_empty(self.shape, self.dtype) if self.pooled_output else \
                 np.empty(self.shape, self.dtype)
         return self._run(x, w, b, packed, threads, out)
 
-    cdef object _remembered_packing(self, w):
+    cdef object _remembered_packing(self, w, int threads):
         """The packed weights of the cache's most recent entry when it is this call's
         and holds w's bytes (then nothing about the cache changes but the entry's time
         of use, as in its lookup), else None."""
@@ -100,7 +99,7 @@ cdef class RepeatedGemm:
         copy, packed = entry[1], entry[2]  # (None once evicted, by another thread too)
         if copy is None or packed is None:
             return None
-        if not same_bytes(copy, w, self.threads if self.threads else 1):
+        if not same_bytes(copy, w, threads):
             return None
         entry[3] = self.hooks.monotonic()
         return packed
@@ -164,12 +163,12 @@ cdef class RepeatedPlanes:
     cdef object hooks           # convt._engine.RepeatHooks
     cdef tuple shape            # the output
     cdef cnp.dtype dtype
-    cdef int threads            # 0: resolved per call (default threads)
+    cdef object num_threads     # the layer's (None: the default)
     cdef bint pooled_output
 
-    def __cinit__(self, slow, call, hooks, tuple shape, dtype, int threads):
+    def __cinit__(self, slow, call, hooks, tuple shape, dtype, num_threads):
         self.slow, self.call, self.plane, self.hooks = slow, call, call.plane, hooks
-        self.shape, self.dtype, self.threads = shape, np.dtype(dtype), threads
+        self.shape, self.dtype, self.num_threads = shape, np.dtype(dtype), num_threads
         self.pooled_output = hooks.pooled(shape, self.dtype)
 
     def __call__(self, x, w, b, out):
@@ -178,8 +177,8 @@ cdef class RepeatedPlanes:
                 out, self.shape, self.dtype, x, w, b):
             return self.slow(x, w, b, out)
         plane = self.plane
-        threads = self.threads if self.threads else self.hooks.resolve_threads(
-            None, plane.work_items, plane.multiply_adds)
+        threads = self.hooks.dispatch.resolve_threads(self.num_threads, plane.work_items,
+                                                     plane.multiply_adds)
         y = np.empty(self.shape, self.dtype) if out is None else out
         bias = None if b is None else np.ascontiguousarray(b, dtype=self.dtype)
         if not plane.channel_block:

@@ -294,3 +294,28 @@ def test_bound_layers_use_their_kept_packing(name, python_calls):
     del bound
     gc.collect()
     assert address not in _weight_cache._fixed and packings() is None  # the shortcut holds neither
+
+
+def test_every_repeated_call_resolves_its_threads_through_dispatch(monkeypatch):
+    """The default thread count follows the machine's load call by call, and the
+    benchmarks count what calls resolve: each repeated call asks
+    convt._dispatch.resolve_threads, as the Python path does."""
+    from convt import _dispatch
+
+    resolved = []
+    original = _dispatch.resolve_threads
+
+    def counted(*arguments):
+        resolved.append(original(*arguments))
+        return resolved[-1]
+
+    gemm, x, w, b = _operands("conv_k3", np.float32)
+    planes = Conv(group=32, pads=(1, 1, 1, 1))
+    x_planes, w_planes = np.ones((1, 32, 16, 16), np.float32), np.ones((32, 1, 3, 3), np.float32)
+    gemm.apply(x, w, b)
+    planes.apply(x_planes, w_planes)
+    monkeypatch.setattr(_dispatch, "resolve_threads", counted)
+    for _ in range(3):
+        gemm.apply(x, w, b)
+        planes.apply(x_planes, w_planes)
+    assert len(resolved) == 6 and set(resolved) == {1}
