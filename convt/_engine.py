@@ -376,8 +376,8 @@ def execute(call, x, w, b, y, num_threads, backend=None):
 
 
 class RepeatHooks:
-    """The Python parts a compiled repeated call (convt._kernels.RepeatedGemm) calls:
-    one object for every such call, so that each holds one reference."""
+    """The Python parts the compiled repeated calls (convt._kernels.RepeatedGemm and
+    RepeatedPlanes) call: one object for all of them, so that each holds one reference."""
 
     operands = Operands
     fill_with_bias = staticmethod(fill_with_bias)
@@ -404,7 +404,8 @@ class RepeatHooks:
     def pooled(shape, dtype):
         """Whether an output of ``shape`` and ``dtype`` comes from convt._outputs's blocks."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        return _outputs.ENABLED and _outputs.MIN_BYTES <= nbytes <= _outputs.MAX_BYTES // _outputs.BLOCKS
+        return (_outputs.ENABLED
+                and _outputs.MIN_BYTES <= nbytes <= _outputs.MAX_BYTES // _outputs.BLOCKS)
 
     pooled_empty = staticmethod(_outputs.empty)
 

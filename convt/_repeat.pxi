@@ -1,13 +1,15 @@
-# Repeated GEMM calls: the calls after the first of a call the front-ends remember
-# (convt._frontend: same parameters, operand shapes, strides and dtypes) whose
-# engine is the GEMM engine alone, with its operands in the engines' own layouts.
-# Such a call only allocates its output, finds its packed weights and runs the
-# engine; in Python that took about 7 of a tiny layer's 10 us in a loop, and after
-# an idle pause each of its twenty Python functions cost far more (its code and
-# objects out of the caches).  RepeatedGemm does the same steps here, the weight
-# cache's most recent entry checked with one memcmp, and hands every other case
-# to the Python path (``slow``, the remembered call), which it follows exactly:
-# results are those of the Python path, bit for bit.
+# Repeated calls: the calls after the first of a call the front-ends remember
+# (convt._frontend: same parameters, operand shapes, strides and dtypes), with its
+# operands in the engines' own layouts, served by the GEMM engine alone
+# (RepeatedGemm) or by the depthwise planes (RepeatedPlanes).  Such a call only
+# allocates its output, finds its packed weights and runs the engine; in Python that
+# took about 7 of a tiny layer's 10 us in a loop, and after an idle pause each of
+# its twenty Python functions cost far more (its code and objects out of the
+# caches).  The shortcuts do the same steps here, the weight cache's most recent
+# entry checked with one memcmp, and hand every other case to the Python path
+# (``slow``, the remembered call), which they follow exactly: results are those of
+# the Python path, bit for bit.  The call key every call makes (call_key) is made
+# here too.
 
 
 cdef bint usable_output(out, tuple shape, cnp.dtype dtype, x, w, b) except -1:

@@ -55,7 +55,8 @@ _lock = ForkSafeLock()
 # Entries kept only while no newer weights need their room: those used within this
 # many seconds (a network's layers in turn come round far sooner) are not evicted.
 RECENT_SECONDS = 1.0
-_plans = OrderedDict()   # key -> list of [run, weights copy, packed, last used, key], most recent first
+# key -> list of [run, weights copy, packed, last used, key], most recent first
+_plans = OrderedDict()
 _bytes = 0
 # The entry found or stored last: the first of the most recent plan, until an
 # eviction or clear() drops it (then None).  A call whose weights it holds needs no
@@ -126,7 +127,6 @@ def cache_key(run, arrays, finite):
     return (id(run), w.shape, w.dtype, arrays.w_strides.tobytes(), finite)
 
 
-
 def _memory_order(w):
     """w's elements in the order they lie in memory, as a C-contiguous view, or None
     when they do not fill one dense block (gaps, reversed axes)."""
@@ -147,6 +147,7 @@ def lookup(run, arrays, finite, threads=1):
     Every call runs this: it calls few Python functions, each of which costs 5-15 us
     once a large call has pushed them out of the CPU caches.
     """
+    global _latest
     w = arrays.w
     fixed = fixed_weights_of(w)
     if fixed is not None:
@@ -158,7 +159,6 @@ def lookup(run, arrays, finite, threads=1):
     with _lock.lock:
         entries = list(_plans.get(key, ()))
         latest = next(reversed(_plans), None)
-    global _latest
     for position, entry in enumerate(entries):
         held_run, copy, packed = entry[:3]
         if held_run is run and copy is not None and load().same_bytes(copy, dense, threads):
