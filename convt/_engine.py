@@ -382,9 +382,7 @@ class RepeatHooks:
     operands = Operands
     fill_with_bias = staticmethod(fill_with_bias)
     dispatch = _dispatch           # resolve_threads, looked up on every call
-    lend = staticmethod(_workspace.lend)
-    give_back = staticmethod(_workspace.give_back)
-    workspace_min_bytes = _workspace.MIN_BYTES
+    workspace = _workspace         # lend, give_back and MIN_BYTES (below it, plain arrays)
     weight_cache = _weight_cache
     nothing_packed = None         # set below, once _NOTHING_PACKED exists
     monotonic = staticmethod(time.monotonic)
@@ -403,9 +401,7 @@ class RepeatHooks:
     @staticmethod
     def pooled(shape, dtype):
         """Whether an output of ``shape`` and ``dtype`` comes from convt._outputs's blocks."""
-        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        return (_outputs.ENABLED
-                and _outputs.MIN_BYTES <= nbytes <= _outputs.MAX_BYTES // _outputs.BLOCKS)
+        return _outputs.pooled(math.prod(shape) * np.dtype(dtype).itemsize)
 
     pooled_empty = staticmethod(_outputs.empty)
 

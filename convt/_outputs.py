@@ -49,6 +49,11 @@ ENABLED = _supported()
 _FREE = _references([np.empty(1, np.uint8)], 0) if ENABLED else 0
 
 
+def pooled(nbytes):
+    """Whether an output of ``nbytes`` comes from the kept blocks (see the module)."""
+    return ENABLED and MIN_BYTES <= nbytes <= MAX_BYTES // BLOCKS
+
+
 def empty(shape, dtype):
     """An uninitialised C-contiguous array of ``shape`` and ``dtype``, as
     ``np.empty`` gives, from a recycled block when it is large (see the module).
@@ -61,7 +66,7 @@ def empty(shape, dtype):
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if not ENABLED or not MIN_BYTES <= nbytes <= MAX_BYTES // BLOCKS:
+    if not pooled(nbytes):
         return np.empty(shape, dtype)
     with _lock.lock:
         block = _take(nbytes)

@@ -81,6 +81,24 @@ cdef Py_ssize_t aligned_elements(Py_ssize_t elements, Py_ssize_t item):
     return (elements * item + 63) // 64 * 64 // item
 
 
+def plane_call(plane, x, w, b, y, int threads, workspaces):
+    """Fill ``y`` with Conv(x, w, b) as ``plane`` (convt._planes.PlaneRun) plans it, w's
+    kernels contiguous, on ``threads`` threads: plane by plane, or with channels side
+    by side in a workspace lent by ``workspaces`` (convt._workspace: 100-300 KiB a
+    thread, which a fresh array would fault in on every call)."""
+    bias = None if b is None else np.ascontiguousarray(b, dtype=x.dtype)
+    if not plane.channel_block:
+        plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,
+                   plane.dilations, threads)
+        return
+    workspace, loan = workspaces.lend((max(1, threads) * plane.buffer_bytes + 64,), np.uint8)
+    try:
+        plane_conv_channels(plane.family, x, w, bias, y, plane.channel_block, plane.pads,
+                            plane.strides, plane.dilations, workspace, threads)
+    finally:
+        workspaces.give_back(loan)
+
+
 def plane_conv(str family, x, w, b, y, Py_ssize_t run, pads, strides, dilations,
                int num_threads):
     """Fill ``y`` with Conv(x, w, b) plane by plane on ``num_threads`` pool threads:

@@ -90,18 +90,7 @@ def run(plane, x, w, b, y, threads):
     """Fill ``y`` (N, M, OH, OW) with Conv(x, w, b), plane by plane."""
     if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
         w = np.ascontiguousarray(w)  # each kernel contiguous (a few weights per channel)
-    bias = None if b is None else np.ascontiguousarray(b, dtype=x.dtype)
-    if plane.channel_block:
-        # kept between calls (convt._workspace): 100-300 KiB a thread, which a
-        # fresh array would fault in on every call
-        with _workspace.borrowed((max(1, threads) * plane.buffer_bytes + 64,),
-                                 np.uint8) as workspace:
-            load().plane_conv_channels(plane.family, x, w, bias, y, plane.channel_block,
-                                       plane.pads, plane.strides, plane.dilations,
-                                       workspace, threads)
-        return
-    load().plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,
-                      plane.dilations, threads)
+    load().plane_call(plane, x, w, b, y, threads, _workspace)
 
 
 def describe(plane):

@@ -140,24 +140,27 @@ cdef class RepeatedGemm:
         dims[0], dims[1] = threads, self.scratch_width
         scratch = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INTP, 0)
         memset(cnp.PyArray_DATA(scratch), 0xff, threads * self.scratch_width * sizeof(Py_ssize_t))
-        if threads * self.per_thread * self.accumulation.itemsize < self.hooks.workspace_min_bytes:
+        workspaces = self.hooks.workspace
+        if threads * self.per_thread * self.accumulation.itemsize < workspaces.MIN_BYTES:
+            # what lend gives below that size, without its Python call
             dims[1] = self.per_thread
             workspace = cnp.PyArray_EMPTY(2, dims, self.accumulation.type_num, 0)
             self.engine.run(arrays, packed, workspace, scratch, threads, self.streamed)
             return y
-        workspace, loan = self.hooks.lend((threads, self.per_thread), self.accumulation)
+        workspace, loan = workspaces.lend((threads, self.per_thread), self.accumulation)
         try:
             self.engine.run(arrays, packed, workspace, scratch, threads, self.streamed)
         finally:
-            self.hooks.give_back(loan)
+            workspaces.give_back(loan)
         return y
 
 
 cdef class RepeatedPlanes:
     """A remembered depthwise-planes call's shortcut (convt._planes): ``self(x, w, b,
-    out)`` as the remembered call ``slow`` computes it, every step of
-    convt._engine.execute and convt._planes.run made here but the kernels' own
-    drivers.  Made by convt._engine.repeated."""
+    out)`` as the remembered call ``slow`` computes it, the steps of
+    convt._engine.execute made here and those of convt._planes.run by the same
+    plane_call.  Made by convt._engine.repeated for weights whose kernels are
+    contiguous."""
 
     cdef readonly object slow   # the remembered call: every case not served here
     cdef readonly object call   # convt._engine.Call
@@ -182,18 +185,7 @@ cdef class RepeatedPlanes:
         threads = self.hooks.dispatch.resolve_threads(self.num_threads, plane.work_items,
                                                      plane.multiply_adds)
         y = np.empty(self.shape, self.dtype) if out is None else out
-        bias = None if b is None else np.ascontiguousarray(b, dtype=self.dtype)
-        if not plane.channel_block:
-            plane_conv(plane.family, x, w, bias, y, plane.run, plane.pads, plane.strides,
-                       plane.dilations, threads)
-            return y
-        workspace, loan = self.hooks.lend((max(1, threads) * plane.buffer_bytes + 64,),
-                                          np.uint8)
-        try:
-            plane_conv_channels(plane.family, x, w, bias, y, plane.channel_block, plane.pads,
-                                plane.strides, plane.dilations, workspace, threads)
-        finally:
-            self.hooks.give_back(loan)
+        plane_call(plane, x, w, b, y, threads, self.hooks.workspace)
         return y
 
 
