@@ -68,14 +68,17 @@ cdef class RepeatedGemm:
     def __call__(self, x, w, b, out):
         cdef object packed = None
         cdef int threads = 1
+        cdef bint streamed = self.streamed
         # (the remembered call's key holds w's type: an ndarray, not a subclass)
         if usable_output(out, self.shape, self.dtype, x, w, b):
             # (through the module: what every call resolves, and benchmarks count)
             threads = self.hooks.dispatch.resolve_threads(
                 self.num_threads, self.call.work_items, self.run.multiply_adds)
             if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>w):  # a bound layer's, if fixed
+                # packed once for all calls: nothing to stream (as convt._engine.execute)
                 packed = self._fixed_packing(w)
-            elif self.streamed:
+                streamed = False
+            elif streamed:
                 packed = self.hooks.nothing_packed[self.accumulation.itemsize == 8]
             else:
                 packed = self._remembered_packing(w, threads)
@@ -86,7 +89,7 @@ cdef class RepeatedGemm:
         if out is None:
             out = self.hooks.pooled_empty(self.shape, self.dtype) if self.pooled_output else \
                 np.empty(self.shape, self.dtype)
-        return self._run(x, w, b, packed, threads, out)
+        return self._run(x, w, b, packed, threads, out, streamed)
 
     cdef object _remembered_packing(self, w, int threads):
         """The packed weights of the cache's most recent entry when it is this call's
@@ -128,8 +131,9 @@ cdef class RepeatedGemm:
         self.entry = entry if (entry is not None and entry[4] == self.cache_key
                                and cache.budget_bytes() > 0) else None
 
-    cdef object _run(self, x, w, b, packed, int threads, y):
-        """Fill ``y`` by the engine, as convt._engine.execute and _run_gemm do."""
+    cdef object _run(self, x, w, b, packed, int threads, y, bint streamed):
+        """Fill ``y`` by the engine, as convt._engine.execute and _run_gemm do
+        (``streamed``: the engine reads w itself, ``packed`` holds nothing)."""
         cdef cnp.npy_intp dims[2]
         b_acc = None if b is None else np.ascontiguousarray(b, dtype=self.accumulation)
         c = self.call
@@ -145,11 +149,11 @@ cdef class RepeatedGemm:
             # what lend gives below that size, without its Python call
             dims[1] = self.per_thread
             workspace = cnp.PyArray_EMPTY(2, dims, self.accumulation.type_num, 0)
-            self.engine.run(arrays, packed, workspace, scratch, threads, self.streamed)
+            self.engine.run(arrays, packed, workspace, scratch, threads, streamed)
             return y
         workspace, loan = workspaces.lend((threads, self.per_thread), self.accumulation)
         try:
-            self.engine.run(arrays, packed, workspace, scratch, threads, self.streamed)
+            self.engine.run(arrays, packed, workspace, scratch, threads, streamed)
         finally:
             workspaces.give_back(loan)
         return y

@@ -205,6 +205,30 @@ def test_streamed_weights_are_read_on_every_call(python_calls):
     assert not np.array_equal(changed, y)
 
 
+def test_bound_layers_of_streamed_weights_use_their_packing(python_calls):
+    """Weights that apply streams from w are packed once by a bound layer, and its
+    repeated calls compute from that packing (as the Python path does), not from
+    the weights again: a packing altered behind the layer's back shows in the
+    result, which it would not if the call streamed."""
+    layer = Conv(pads=(1, 1, 1, 1))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
+    w = (rng.standard_normal((512, 512, 3, 3)) / 64).astype(np.float32)
+    if not explain(layer, x.shape, w.shape).streamed:
+        pytest.skip("this machine's kernel set packs these weights (no transposed kernels)")
+    expected = layer.apply(x, w)
+    bound = layer.bind(w)
+    np.testing.assert_array_equal(bound(x), expected)
+    served = len(python_calls)
+    np.testing.assert_array_equal(bound(x), expected)  # the shortcut, bit for bit
+    assert len(python_calls) == served
+    packed = next(iter(bound._fixed.packings.values()))[1]
+    packed.flags.writeable = True  # (it owns its memory)
+    packed[...] = 0  # what the packing holds is what the call uses
+    assert not bound(x).any()
+    assert len(python_calls) == served
+
+
 PLANE_CASES = dict(
     planes=((1, 32, 16, 16), (32, 1, 3, 3), dict(group=32, pads=(1, 1, 1, 1))),
     channels_side_by_side=((2, 96, 14, 14), (96, 1, 5, 5),
