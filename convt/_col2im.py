@@ -112,16 +112,19 @@ def packed_input(x, group, mr):
 
 
 def run(col2im, x, w, b, y, group, threads):
-    """Fill ``y`` with ConvTranspose(x, w, b); False (nothing written) when the operands'
-    layouts do not allow it: w's (output channel, tap) columns not one run per input
-    channel, or y not C-contiguous."""
+    """Fill ``y`` (C-contiguous, as every output is) with ConvTranspose(x, w, b); False
+    (nothing written) when x and y differ in dtype.  w of any other layout than C
+    order, whose (output channel, tap) columns are one run per input channel, is
+    copied to it first, so that the result does not depend on w's layout: a bound
+    layer keeps its copy in w's memory order, and its results are bitwise those of
+    ``apply``."""
     batch, channels = x.shape[:2]
-    grouped = w.reshape((group, channels // group, -1)) if w.flags.c_contiguous else None
-    if grouped is None or not y.flags.c_contiguous:
-        return False
     dtype = y.dtype
-    if x.dtype != dtype:
+    if x.dtype != dtype or not y.flags.c_contiguous:
         return False
+    if not w.flags.c_contiguous:
+        w = np.ascontiguousarray(w)
+    grouped = w.reshape((group, channels // group, -1))
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
     planes = y.reshape(batch, y.shape[1], -1)
     fixed = _weight_cache.fixed_weights_of(grouped)

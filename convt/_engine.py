@@ -669,8 +669,7 @@ class Explanation:
         if self.plane is not None:
             lines.append(f"  {_planes.describe(self.plane)} (instead of the engine below)")
         if self.col2im is not None:
-            lines.append(f"  {_col2im.describe(self.col2im)} (instead of the engine below, which "
-                         "serves w of other layouts and y not C-contiguous)")
+            lines.append(f"  {_col2im.describe(self.col2im)} (instead of the engine below)")
         lines += [f"  {reason}" for reason in decision.reasons]
         if decision.engine == "gemm":
             blocking = decision.blocking
