@@ -187,13 +187,19 @@ def test_layers_taking_turns_keep_the_caches_order(python_calls):
             np.testing.assert_array_equal(_weight_cache._latest[1], weights)
 
 
-def test_streamed_weights_are_read_on_every_call(python_calls):
+def _streamed_case(seed):
+    """A Conv whose weights apply streams from w (512 -> 512 3x3 on 7x7), x and w."""
     layer = Conv(pads=(1, 1, 1, 1))
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
     w = (rng.standard_normal((512, 512, 3, 3)) / 64).astype(np.float32)
     if not explain(layer, x.shape, w.shape).streamed:
         pytest.skip("this machine's kernel set packs these weights (no transposed kernels)")
+    return layer, x, w
+
+
+def test_streamed_weights_are_read_on_every_call(python_calls):
+    layer, x, w = _streamed_case(3)
     y = layer.apply(x, w)
     served = len(python_calls)
     np.testing.assert_array_equal(layer.apply(x, w), y)
@@ -210,12 +216,7 @@ def test_bound_layers_of_streamed_weights_use_their_packing(python_calls):
     repeated calls compute from that packing (as the Python path does), not from
     the weights again: a packing altered behind the layer's back shows in the
     result, which it would not if the call streamed."""
-    layer = Conv(pads=(1, 1, 1, 1))
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
-    w = (rng.standard_normal((512, 512, 3, 3)) / 64).astype(np.float32)
-    if not explain(layer, x.shape, w.shape).streamed:
-        pytest.skip("this machine's kernel set packs these weights (no transposed kernels)")
+    layer, x, w = _streamed_case(5)
     expected = layer.apply(x, w)
     bound = layer.bind(w)
     np.testing.assert_array_equal(bound(x), expected)
