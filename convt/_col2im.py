@@ -112,16 +112,23 @@ def packed_input(x, group, mr):
 
 
 def run(col2im, x, w, b, y, group, threads):
-    """Fill ``y`` (C-contiguous, as every output is) with ConvTranspose(x, w, b); False
-    (nothing written) when x and y differ in dtype.  w of any other layout than C
-    order, whose (output channel, tap) columns are one run per input channel, is
-    copied to it first, so that the result does not depend on w's layout: a bound
-    layer keeps its copy in w's memory order, and its results are bitwise those of
-    ``apply``."""
+    """Fill ``y`` with ConvTranspose(x, w, b); False (nothing written) when x and y
+    differ in dtype.  The result does not depend on the operands' layouts: x is
+    packed whatever its layout, w of any other layout than C order (whose (output
+    channel, tap) columns are one run per input channel) is copied to it first, and
+    a y in another layout (channels-last outputs, data_format "NXC") is written
+    through a C-order array.  So a bound layer, which keeps its copy of w in w's
+    memory order, gives the bits of ``apply``, and channels-last data those of
+    channels-first."""
     batch, channels = x.shape[:2]
     dtype = y.dtype
-    if x.dtype != dtype or not y.flags.c_contiguous:
+    if x.dtype != dtype:
         return False
+    if not y.flags.c_contiguous:
+        written = np.empty(y.shape, dtype)
+        run(col2im, x, w, b, written, group, threads)
+        y[...] = written
+        return True
     if not w.flags.c_contiguous:
         w = np.ascontiguousarray(w)
     grouped = w.reshape((group, channels // group, -1))
