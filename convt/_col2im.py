@@ -124,26 +124,24 @@ def run(col2im, x, w, b, y, group, threads):
     dtype = y.dtype
     if x.dtype != dtype:
         return False
-    if not y.flags.c_contiguous:
-        written = np.empty(y.shape, dtype)
-        run(col2im, x, w, b, written, group, threads)
-        y[...] = written
-        return True
+    target = y if y.flags.c_contiguous else np.empty(y.shape, dtype)
     if not w.flags.c_contiguous:
         w = np.ascontiguousarray(w)
     grouped = w.reshape((group, channels // group, -1))
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
-    planes = y.reshape(batch, y.shape[1], -1)
+    planes = target.reshape(batch, y.shape[1], -1)
     fixed = _weight_cache.fixed_weights_of(grouped)
     if fixed is not None:
         load().col2im_conv_transpose_fixed(
             col2im.family, input_panels(x, group, col2im.nr), made_blocks(col2im, grouped, fixed),
             bias, planes, col2im.table, channels // group, col2im.run, col2im.depth_chunk,
             col2im.sum_block, threads)
-        return True
-    load().col2im_conv_transpose(col2im.family, packed_input(x, group, col2im.mr), grouped, bias,
-                                 planes, col2im.table, col2im.run, col2im.depth_chunk,
-                                 col2im.sum_block, threads)
+    else:
+        load().col2im_conv_transpose(col2im.family, packed_input(x, group, col2im.mr), grouped,
+                                     bias, planes, col2im.table, col2im.run, col2im.depth_chunk,
+                                     col2im.sum_block, threads)
+    if target is not y:
+        y[...] = target
     return True
 
 

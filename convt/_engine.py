@@ -418,7 +418,7 @@ def repeated(call, num_threads, slow, x, w, y):
     if call is None:
         return None
     if call.plane is not None:
-        if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
+        if not _planes.kernels_contiguous(w):
             return None  # (convt._planes.run copies such weights)
         return load().RepeatedPlanes(slow, call, _HOOKS, tuple(y.shape), y.dtype, num_threads)
     if (call.winograd is not None or call.col2im is not None or call.fold or call.channels_last

@@ -86,10 +86,15 @@ def _channels_run(problem, family, block, layout):
                     buffer_bytes, *layout, channel_block=block)
 
 
+def kernels_contiguous(w):
+    """Whether each of w's (M, 1, KH, KW) kernels is contiguous, as the planes read them."""
+    return w.strides[3] == w.itemsize and w.strides[2] == w.shape[3] * w.itemsize
+
+
 def run(plane, x, w, b, y, threads):
     """Fill ``y`` (N, M, OH, OW) with Conv(x, w, b), plane by plane."""
-    if w.strides[3] != w.itemsize or w.strides[2] != w.shape[3] * w.itemsize:
-        w = np.ascontiguousarray(w)  # each kernel contiguous (a few weights per channel)
+    if not kernels_contiguous(w):
+        w = np.ascontiguousarray(w)  # (a few weights per channel)
     load().plane_call(plane, x, w, b, y, threads, _workspace)
 
 

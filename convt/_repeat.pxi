@@ -30,6 +30,12 @@ cdef bint usable_output(out, tuple shape, cnp.dtype dtype, x, w, b) except -1:
                 or (b is not None and np.may_share_memory(out, b)))
 
 
+cdef inline object new_output(hooks, tuple shape, cnp.dtype dtype, bint pooled):
+    """A fresh output, as convt._arrays.prepare_output makes it: from convt._outputs's
+    kept blocks where it is that large (``pooled``), else np.empty."""
+    return hooks.pooled_empty(shape, dtype) if pooled else np.empty(shape, dtype)
+
+
 cdef class RepeatedGemm:
     """A remembered GEMM call's shortcut: ``self(x, w, b, out)`` as the remembered
     call ``slow`` computes it (see above), into ``out`` when it is given and usable
@@ -87,8 +93,7 @@ cdef class RepeatedGemm:
             self._take_entry()
             return y
         if out is None:
-            out = self.hooks.pooled_empty(self.shape, self.dtype) if self.pooled_output else \
-                np.empty(self.shape, self.dtype)
+            out = new_output(self.hooks, self.shape, self.dtype, self.pooled_output)
         return self._run(x, w, b, packed, threads, out, streamed)
 
     cdef object _remembered_packing(self, w, int threads):
@@ -182,13 +187,13 @@ cdef class RepeatedPlanes:
 
     def __call__(self, x, w, b, out):
         cdef int threads
-        if (out is None and self.pooled_output) or not usable_output(
-                out, self.shape, self.dtype, x, w, b):
+        if not usable_output(out, self.shape, self.dtype, x, w, b):
             return self.slow(x, w, b, out)
         plane = self.plane
         threads = self.hooks.dispatch.resolve_threads(self.num_threads, plane.work_items,
                                                      plane.multiply_adds)
-        y = np.empty(self.shape, self.dtype) if out is None else out
+        y = new_output(self.hooks, self.shape, self.dtype, self.pooled_output) if out is None \
+            else out
         plane_call(plane, x, w, b, y, threads, self.hooks.workspace)
         return y
 
