@@ -4,9 +4,10 @@
 #
 #     C[p, m * taps + t] = sum over c of x[c, p] w[c, m, t],
 #
-# by the set's gemm kernels, w read once per call (its rows copied chunk by chunk
-# into panels in L2, not packed once and cached, so no packed copy to keep or to
-# compare with the weights), then each product added to the output it lands on
+# by the set's gemm kernels, w read once per call (in place by the sets' gemm_stream
+# kernels, else its rows copied chunk by chunk into panels in L2; not packed once
+# and cached, so no packed copy to keep or to compare with the weights), then
+# each product added to the output it lands on
 # (col2im).  A work item is one image, group and run of
 # output channels: it owns those output planes, fills them with the bias and adds
 # its products position by position, tap by tap, so results do not depend on
@@ -34,6 +35,8 @@ cdef struct Col2imJob:
     const char* w                      # (groups, cg, mg * taps), rows w_row apart
     Py_ssize_t w_group, w_row          # element strides
     const Py_ssize_t* panel_offsets    # k * nr
+    const Py_ssize_t* row_offsets      # k * w_row where the set streams B rows in place
+                                       # (gemm_stream), else NULL
     const char* made                   # fixed weights: w's column blocks, made once (see
                                        # col2im_make_blocks); NULL otherwise
     const Py_ssize_t* table            # [positions][taps]: output index in a plane, or -1
@@ -55,6 +58,18 @@ cdef inline void col2im_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t
                                        accumulate, NULL)
 
 
+cdef inline void col2im_stream_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t depth,
+                                      const acc_t* a, const acc_t* b, acc_t* c,
+                                      bint accumulate) noexcept nogil:
+    """col2im_kernel with B rows read in place from w (rows w_row apart)."""
+    if acc_t is float:
+        job.kernels_f32.gemm_stream[rows - 1](depth, job.block, a, b, job.row_offsets, c,
+                                              job.ldc, accumulate, NULL)
+    else:
+        job.kernels_f64.gemm_stream[rows - 1](depth, job.block, a, b, job.row_offsets, c,
+                                              job.ldc, accumulate, NULL)
+
+
 cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_group,
                           Py_ssize_t first_column, Py_ssize_t columns, acc_t* product,
                           acc_t* panels) noexcept nogil:
@@ -72,6 +87,11 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
     cdef const acc_t* source
     cdef acc_t* target
     cdef bint ahead
+    # whole panels of w's columns: read in place (a partial last panel would read
+    # past the item's columns, and past w's end on its last row)
+    if job.row_offsets != NULL and columns % job.nr == 0:
+        streamed_products(job, x_blocks, w_group + first_column, count, product)
+        return
     k0 = 0
     while k0 < job.cg:
         depth = min(job.depth_chunk, job.cg - k0)
@@ -93,6 +113,26 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
                 col2im_kernel(job, rows, depth, x_blocks + j * job.mr * job.cg + k0 * rows,
                               panels + q * depth * job.nr,
                               product + j * job.mr * job.ldc + q * job.nr, k0 > 0)
+        k0 = k0 + depth
+
+
+cdef void streamed_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_columns,
+                           Py_ssize_t count, acc_t* product) noexcept nogil:
+    """col2im_products' sums over ``count`` whole panels of w's columns from
+    ``w_columns`` on, the B rows read in place by the gemm_stream kernels: the
+    same kernel calls on the same values in the same order (K chunks, panels, row
+    blocks), so the same bits, without the copy."""
+    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
+    cdef Py_ssize_t k0 = 0
+    cdef Py_ssize_t depth, q, j, rows
+    while k0 < job.cg:
+        depth = min(job.depth_chunk, job.cg - k0)
+        for q in range(count):
+            for j in range(blocks):
+                rows = min(job.mr, job.positions - j * job.mr)
+                col2im_stream_kernel(job, rows, depth, x_blocks + j * job.mr * job.cg + k0 * rows,
+                                     w_columns + k0 * job.w_row + q * job.nr,
+                                     product + j * job.mr * job.ldc + q * job.nr, k0 > 0)
         k0 = k0 + depth
 
 
@@ -222,6 +262,8 @@ cdef int set_col2im_job(Col2imJob* job, str family, y, table, b, Py_ssize_t grou
     job.bias = <const char*>data_of(b)
     job.y = <char*>data_of(y)
     job.w = job.made = NULL
+    job.w_group = job.w_row = 0
+    job.row_offsets = NULL
     return 0
 
 
@@ -231,9 +273,13 @@ cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
     cdef int threads = max(1, num_threads)
     cdef Signals signals = signals_for_this_call()
     cdef Py_ssize_t items = job.batch * job.groups * job.runs
-    # the panels' offsets within a K chunk: k * nr
+    # the panels' offsets within a K chunk: k * nr; w's rows: k * w_row
     panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
     job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
+    row_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.w_row
+    if job.w != NULL and (job.kernels_f64.flags if job.doubles
+                          else job.kernels_f32.flags) & CONVT_SET_STREAM_B:
+        job.row_offsets = <const Py_ssize_t*>data_of(row_offsets)
     workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
     job.workspace = aligned_data(workspace)
     job.signals = &signals

@@ -8,8 +8,9 @@ engine reads them three times (the weights and the copy its cache compares them
 with, then the packed weights); col2im reads them once, front to back: the
 products of every input position with every (output channel, tap) column of w,
 ``C[p, m * taps + t] = sum_c x[c, p] w[c, m, t]``, are computed by the set's gemm
-kernels with w's rows as B (copied chunk by chunk into panels in L2, front to
-back), then added to the outputs they land on.  The rule
+kernels with w's rows as B (read in place by the gemm_stream kernels of sets that
+have them, else copied chunk by chunk into panels in L2, front to back), then
+added to the outputs they land on.  The rule
 that picks it is :func:`convt._dispatch.col2im_route`.
 
 Every product of the definition is computed once and added to its output, so

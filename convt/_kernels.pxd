@@ -80,6 +80,7 @@ cdef extern from "plane.h" nogil:
 
 cdef extern from "kernel_set.h" nogil:
     enum: CONVT_MAX_MR
+    enum: CONVT_SET_STREAM_B
     ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
                                     const Py_ssize_t*, float*, Py_ssize_t, int, float*)
     ctypedef void (*convt_gemm_f64)(Py_ssize_t, Py_ssize_t, const double*, const double*,
@@ -183,6 +184,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_plane_kernel_f32 plane
         convt_interleave_f32 interleave_stream
         convt_plane_channels_kernel_f32 plane_channels
+        convt_gemm_f32 gemm_stream[12]
 
     ctypedef struct convt_kernels_f64:
         const char* name
@@ -210,6 +212,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_plane_kernel_f64 plane
         convt_interleave_f64 interleave_stream
         convt_plane_channels_kernel_f64 plane_channels
+        convt_gemm_f64 gemm_stream[12]
 
     ctypedef struct convt_family:
         const char* name

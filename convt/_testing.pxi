@@ -74,7 +74,8 @@ cdef void* _found(void* entry, spec) except NULL:
 
 
 cdef gemm_typed(spec, acc_t* a):
-    """spec.kernel: 'gemm', 'gemm_pack', 'half', 'pair' or 'pair_store' (half=spec.half)."""
+    """spec.kernel: 'gemm', 'gemm_pack', 'gemm_stream', 'half', 'pair' or 'pair_store'
+    (half=spec.half)."""
     cdef acc_t* b = <acc_t*>pointer(spec.b)
     cdef const Py_ssize_t* offsets = <const Py_ssize_t*>pointer(spec.offsets)
     cdef void* out = pointer(spec.out)
@@ -110,6 +111,8 @@ cdef gemm_typed(spec, acc_t* a):
             entry = <void*>kernels.f32.gemm[rows - 1]
         elif spec.kernel == "gemm_pack":
             entry = <void*>kernels.f32.gemm_pack[rows - 1]
+        elif spec.kernel == "gemm_stream":
+            entry = <void*>kernels.f32.gemm_stream[rows - 1]
         elif spec.kernel == "half":
             entry = <void*>kernels.f32.half[rows - 1]
         elif spec.kernel == "pair":
@@ -131,6 +134,8 @@ cdef gemm_typed(spec, acc_t* a):
             entry = <void*>kernels.f64.gemm[rows - 1]
         elif spec.kernel == "gemm_pack":
             entry = <void*>kernels.f64.gemm_pack[rows - 1]
+        elif spec.kernel == "gemm_stream":
+            entry = <void*>kernels.f64.gemm_stream[rows - 1]
         elif spec.kernel == "half":
             entry = <void*>kernels.f64.half[rows - 1]
         elif spec.kernel == "pair":

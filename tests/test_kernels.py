@@ -147,11 +147,12 @@ DEPTH_BLOCKS = [(1, 32), (3, 1), (24, 24), (17, 7), (100, 32), (257, 64)]
 
 
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
-@pytest.mark.parametrize("kernel", ["gemm", "gemm_pack", "half"])
+@pytest.mark.parametrize("kernel", ["gemm", "gemm_pack", "gemm_stream", "half"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_gemm_kernels_match_the_reference(family, kernel, acc):
     kernels = _kernel_set(family, acc)
-    flag = {"gemm": None, "gemm_pack": _dispatch.SET_PACK, "half": _dispatch.SET_HALF}[kernel]
+    flag = {"gemm": None, "gemm_pack": _dispatch.SET_PACK, "gemm_stream": _dispatch.SET_STREAM_B,
+            "half": _dispatch.SET_HALF}[kernel]
     if flag is not None and not kernels.has(flag):
         pytest.skip(f"{family} has no {kernel} kernels (flag off)")
     width = kernels.nr // 2 if kernel == "half" else kernels.nr
@@ -728,7 +729,7 @@ def test_flags_say_which_entries_a_set_has(family):
         kernels = _kernel_set(family, acc)
         rng = np.random.default_rng(9)
         for kernel, flag in (("gemm_pack", _dispatch.SET_PACK), ("half", _dispatch.SET_HALF),
-                             ("pair", _dispatch.SET_PAIRS)):
+                             ("pair", _dispatch.SET_PAIRS), ("gemm_stream", _dispatch.SET_STREAM_B)):
             rows = 2
             spec = _gemm_spec(rng, acc, rows, kernels.nr, 4, 4, "varying", 1)
             spec.pack_to = np.zeros(4 * kernels.nr, acc)

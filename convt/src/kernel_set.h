@@ -23,6 +23,9 @@
  * gemm_pack[rows - 1]: gemm that also copies the B rows it reads to pack_to
  *     ([depth][nr], 64-byte aligned), for the block's neighbours to read.
  * half[rows - 1]: gemm over nr / 2 positions (a tile's short last panel).
+ * gemm_stream[rows - 1]: gemm for B rows read in place far apart (rows of a
+ *     weight array, col2im): each step also hints the line of its B row
+ *     CONVT_STREAM_AHEAD_BYTES further on (prefetch.h); same arithmetic.
  * pair[half][rows / 2 - 1]: gemm for an even number of rows where odd rows
  *     read B and write C `sibling` positions further (the two stride phases of
  *     a last axis, one grid shift apart); half: nr / 2 positions.
@@ -117,7 +120,8 @@ enum {
     CONVT_SET_FUSED = 1 << 4,         /* all products are fused multiply-adds */
     CONVT_SET_PACK_PAIRS = 1 << 5,    /* pack_pair entry */
     CONVT_SET_TRANSPOSED = 1 << 6,    /* gemm_t entries */
-    CONVT_SET_STREAM_STORES = 1 << 7  /* interleave_stream entry */
+    CONVT_SET_STREAM_STORES = 1 << 7, /* interleave_stream entry */
+    CONVT_SET_STREAM_B = 1 << 8       /* gemm_stream entries */
 };
 
 #define CONVT_DECLARE_FAMILIES(S, T)                                                      \
@@ -196,6 +200,7 @@ enum {
         convt_plane_kernel_##S plane;                                                     \
         convt_interleave_##S interleave_stream;                                           \
         convt_plane_channels_kernel_##S plane_channels;                                   \
+        convt_gemm_##S gemm_stream[CONVT_MAX_MR];                                         \
     } convt_kernels_##S;
 
 CONVT_DECLARE_FAMILIES(f32, float)

@@ -44,6 +44,20 @@
             convt_prefetch((const char *)(a) + CONVT_WEIGHT_PREFETCH_BYTES); \
     } while (0)
 
+/* How far along a B row gemm_stream's hint reaches (kernel_set.h): col2im reads
+ * w's rows in place, a line of each of a chunk's rows per kernel call, rows KiBs
+ * apart, so the hardware prefetchers, which follow a few streams, leave each
+ * step waiting on memory (reading in place without hints ran 1.5-2x slower than
+ * copying the rows first).  A kernel call reads line q of every row, the call
+ * for the panel after it line q + 1: hinting 8 lines on keeps the rows' lines
+ * coming while the FMAs run, where the copy made them wait.  On 1 / 2 Zen 4
+ * cores, against copying: DCGAN 1024 -> 512 k4s2 on 4x4 1.27x / 1.28x faster,
+ * its 512 -> 256 twin on 8x8 1.03-1.05x.  4 lines ahead ran within the noise
+ * of 8 (4.40 / 2.24 ms against 4.10 / 2.32), 16 lines 1.1x / 1.2x slower. */
+#ifndef CONVT_STREAM_AHEAD_BYTES
+#define CONVT_STREAM_AHEAD_BYTES 512
+#endif
+
 /* A hint to fetch the cache line at p for writing (into L1, owned): kernels
  * that store into y ask for the lines of a later call's panel, whose read for
  * ownership would otherwise stall the stores when y is not cached. */

@@ -105,8 +105,12 @@
     for (i = 0; i < (ROWS); ++i) SUMS[i] = SETZERO();                                     \
     BLOCK_STEPS(ROWS, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)
 
-/* PACK: also copy each B row read to pack_to + k W, 64-byte aligned, for the
- * panel's other row blocks (gemm_pack). */
+/* PACK 1: also copy each B row read to pack_to + k W, 64-byte aligned, for the
+ * panel's other row blocks (gemm_pack); PACK 2: hint the line of each B row
+ * CONVT_STREAM_AHEAD_BYTES further on (gemm_stream, B rows read in place). */
+#define STREAM_KEEP(PACK, STORE, V, T)                                                    \
+    if ((PACK) == 1) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);       \
+    if ((PACK) == 2) convt_prefetch((const char *)(b + offsets[k]) + CONVT_STREAM_AHEAD_BYTES);
 #define DEFINE_GEMM(NAME, ROWS, PACK, T, V, SETZERO, LOAD, STORE, SET1, FMA, ADD)         \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
                             const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,                \
@@ -119,14 +123,13 @@
         PREFETCH_LATER_PANEL(ROWS, c, ldc, 2 * (ptrdiff_t)(sizeof(V) / sizeof(T)))        \
         if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, V, SETZERO, LOAD, SET1, FMA, 0,                               \
-                      if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);, \
-                      sums)                                                               \
+                      STREAM_KEEP(PACK, STORE, V, T), sums)                               \
             for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, sums[i]);                     \
             return;                                                                       \
         }                                                                                 \
         BLOCKED_TOTALS(ROWS, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                         \
                        START_FROM_C(ROWS, LOAD, 0),                                       \
-                       if (PACK) STORE(pack_to + k * (ptrdiff_t)(sizeof(V) / sizeof(T)), even);) \
+                       STREAM_KEEP(PACK, STORE, V, T))                                    \
         for (i = 0; i < (ROWS); ++i) STORE(c + i * ldc, total[i]);                        \
     }
 
@@ -190,9 +193,11 @@
 #define GEMM_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12}
 GEMMS(ZF, gemm_zf_r, 0)
 GEMMS(ZF, gemm_pack_zf_r, 1)
+GEMMS(ZF, gemm_stream_zf_r, 2)
 GEMMS(YF, gemm_yf_r, 0)
 GEMMS(ZD, gemm_zd_r, 0)
 GEMMS(ZD, gemm_pack_zd_r, 1)
+GEMMS(ZD, gemm_stream_zd_r, 2)
 GEMMS(YD, gemm_yd_r, 0)
 
 /* Transposed GEMM (gemm_t, kernel_set.h): the weights are the vectors (one
@@ -376,7 +381,7 @@ CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 
 #include "plane_body.h"
 
 const convt_kernels_f32 convt_avx512_f32 = {
-    "avx512", MR, 16, AVX512_FLAGS | CONVT_SET_TRANSPOSED,
+    "avx512", MR, 16, AVX512_FLAGS | CONVT_SET_TRANSPOSED | CONVT_SET_STREAM_B,
     GEMM_TABLE(gemm_zf_r), GEMM_TABLE(gemm_pack_zf_r), GEMM_TABLE(gemm_yf_r),
     {PAIR_TABLE(pair_zf_r), PAIR_TABLE(pair_yf_r)},
     {{PAIR_TABLE(store_f16_z_r), PAIR_TABLE(store_f16_y_r)},
@@ -387,10 +392,11 @@ const convt_kernels_f32 convt_avx512_f32 = {
     convt_avx512_stencil_f32, GEMM_T_TABLES(gemm_t_yf_p, gemm_t_zf_p),
     convt_avx2_winograd_input_f32,
     convt_avx2_winograd_output_f32, convt_avx512_plane_f32,
-    convt_avx2_interleave_stream_f32, convt_avx512_plane_channels_f32};
+    convt_avx2_interleave_stream_f32, convt_avx512_plane_channels_f32,
+    GEMM_TABLE(gemm_stream_zf_r)};
 
 const convt_kernels_f64 convt_avx512_f64 = {
-    "avx512", MR, 8, AVX512_FLAGS | CONVT_SET_TRANSPOSED,
+    "avx512", MR, 8, AVX512_FLAGS | CONVT_SET_TRANSPOSED | CONVT_SET_STREAM_B,
     GEMM_TABLE(gemm_zd_r), GEMM_TABLE(gemm_pack_zd_r), GEMM_TABLE(gemm_yd_r),
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
@@ -398,7 +404,8 @@ const convt_kernels_f64 convt_avx512_f64 = {
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
     convt_avx512_stencil_f64, GEMM_T_TABLES(gemm_t_yd_p, gemm_t_zd_p), 0, 0,
     convt_avx512_plane_f64,
-    convt_avx2_interleave_stream_f64, convt_avx512_plane_channels_f64};
+    convt_avx2_interleave_stream_f64, convt_avx512_plane_channels_f64,
+    GEMM_TABLE(gemm_stream_zd_r)};
 
 
 /* The FMA probe (cpu.h, convt_avx512_fma_speedup): the same register-only loop on
