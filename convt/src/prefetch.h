@@ -51,9 +51,11 @@
  * copying the rows first).  A kernel call reads line q of every row, the call
  * for the panel after it line q + 1: hinting 8 lines on keeps the rows' lines
  * coming while the FMAs run, where the copy made them wait.  On 1 / 2 Zen 4
- * cores, against copying: DCGAN 1024 -> 512 k4s2 on 4x4 1.27x / 1.28x faster,
- * its 512 -> 256 twin on 8x8 1.03-1.05x.  4 lines ahead ran within the noise
- * of 8 (4.40 / 2.24 ms against 4.10 / 2.32), 16 lines 1.1x / 1.2x slower. */
+ * cores, against copying: DCGAN 1024 -> 512 k4s2 on 4x4 1.16-1.28x faster
+ * (avx512_wide's kernels 1.7x), its 512 -> 256 twin on 8x8 1.03-1.13x (level).
+ * 4 lines ahead ran within the noise of 8 (4.40 / 2.24 ms against 4.10 / 2.32),
+ * 16 lines 1.1x / 1.2x slower.  AVX2's kernels read in place were slower than
+ * copying on 8x8 (0.75x): that set has no gemm_stream. */
 #ifndef CONVT_STREAM_AHEAD_BYTES
 #define CONVT_STREAM_AHEAD_BYTES 512
 #endif

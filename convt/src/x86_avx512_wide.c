@@ -99,8 +99,15 @@
         for (j = 0; j < (VECS); ++j) SUMS[i][j] = SETZERO();                              \
     BLOCK_STEPS(ROWS, VECS, W, V, LOAD, SET1, FMA, SIBLING, KEEP, SUMS)
 
-/* PACK: also copy each step's B vectors to pack_to + k VECS W, 64-byte
- * aligned, for the panel's other row blocks (gemm_pack). */
+/* PACK 1: also copy each step's B vectors to pack_to + k VECS W, 64-byte
+ * aligned, for the panel's other row blocks (gemm_pack); PACK 2: hint the lines
+ * of each step's B vectors CONVT_STREAM_AHEAD_BYTES further on (gemm_stream). */
+#define STREAM_KEEP(PACK, VECS, W, STORE)                                                 \
+    if ((PACK) == 1)                                                                      \
+        for (j = 0; j < (VECS); ++j) STORE(pack_to + (k * (VECS) + j) * (W), even[j]);    \
+    if ((PACK) == 2)                                                                      \
+        for (j = 0; j < (VECS); ++j)                                                      \
+            convt_prefetch((const char *)(b + offsets[k] + j * (W)) + CONVT_STREAM_AHEAD_BYTES);
 #define DEFINE_GEMM(NAME, ROWS, PACK, VECS, T, V, W, SETZERO, LOAD, STORE, SET1, FMA, ADD) \
     AVX512 static void NAME(ptrdiff_t depth, ptrdiff_t block, const T *a, const T *b,     \
                             const ptrdiff_t *offsets, T *c, ptrdiff_t ldc,                \
@@ -113,16 +120,14 @@
         PREFETCH_LATER_PANEL(ROWS, c, ldc, 2 * (VECS) * (W))                              \
         if (!accumulate && depth <= block) {                                              \
             ONE_BLOCK(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, 0,                      \
-                      if (PACK) for (j = 0; j < (VECS); ++j)                              \
-                          STORE(pack_to + (k * (VECS) + j) * (W), even[j]);, sums)        \
+                      STREAM_KEEP(PACK, VECS, W, STORE), sums)                            \
             for (i = 0; i < (ROWS); ++i)                                                  \
                 for (j = 0; j < (VECS); ++j) STORE(c + i * ldc + j * (W), sums[i][j]);    \
             return;                                                                       \
         }                                                                                 \
         BLOCKED_TOTALS(ROWS, VECS, W, V, SETZERO, LOAD, SET1, FMA, ADD, 0,                \
                        START_FROM_C(ROWS, VECS, W, LOAD, 0),                              \
-                       if (PACK) for (j = 0; j < (VECS); ++j)                             \
-                           STORE(pack_to + (k * (VECS) + j) * (W), even[j]);)             \
+                       STREAM_KEEP(PACK, VECS, W, STORE))                                 \
         for (i = 0; i < (ROWS); ++i)                                                      \
             for (j = 0; j < (VECS); ++j) STORE(c + i * ldc + j * (W), total[i][j]);       \
     }
@@ -194,9 +199,11 @@
 #define GEMM_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8}
 GEMMS(ZF, gemm_f32_r, 0, 2)
 GEMMS(ZF, gemm_pack_f32_r, 1, 2)
+GEMMS(ZF, gemm_stream_f32_r, 2, 2)
 GEMMS(ZF, half_f32_r, 0, 1)
 GEMMS(ZD, gemm_f64_r, 0, 2)
 GEMMS(ZD, gemm_pack_f64_r, 1, 2)
+GEMMS(ZD, gemm_stream_f64_r, 2, 2)
 GEMMS(ZD, half_f64_r, 0, 1)
 
 #define PAIRS(FLAVOUR, P, VECS)                                                           \
@@ -227,7 +234,7 @@ CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 
 
 
 const convt_kernels_f32 convt_avx512_wide_f32 = {
-    "avx512_wide", MR, 32, AVX512_FLAGS,
+    "avx512_wide", MR, 32, AVX512_FLAGS | CONVT_SET_STREAM_B,
     GEMM_TABLE(gemm_f32_r), GEMM_TABLE(gemm_pack_f32_r), GEMM_TABLE(half_f32_r),
     {PAIR_TABLE(pair_f32_r), PAIR_TABLE(pair_half_f32_r)},
     {{PAIR_TABLE(store_f16_r), PAIR_TABLE(store_half_f16_r)},
@@ -237,16 +244,18 @@ const convt_kernels_f32 convt_avx512_wide_f32 = {
     AVX512_SHARED_F32, pack_pair_f32, convt_avx2_transpose_f32,
     convt_avx512_stencil_f32, {{0}}, convt_avx2_winograd_input_f32,
     convt_avx2_winograd_output_f32, convt_avx512_plane_f32,
-    convt_avx2_interleave_stream_f32, convt_avx512_plane_channels_f32};
+    convt_avx2_interleave_stream_f32, convt_avx512_plane_channels_f32,
+    GEMM_TABLE(gemm_stream_f32_r)};
 
 const convt_kernels_f64 convt_avx512_wide_f64 = {
-    "avx512_wide", MR, 16, AVX512_FLAGS,
+    "avx512_wide", MR, 16, AVX512_FLAGS | CONVT_SET_STREAM_B,
     GEMM_TABLE(gemm_f64_r), GEMM_TABLE(gemm_pack_f64_r), GEMM_TABLE(half_f64_r),
     {PAIR_TABLE(pair_f64_r), PAIR_TABLE(pair_half_f64_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
      {PAIR_TABLE(store_f64_r), PAIR_TABLE(store_half_f64_r)}},
     AVX512_SHARED_F64, pack_pair_f64, convt_avx2_transpose_f64,
     convt_avx512_stencil_f64, {{0}}, 0, 0, convt_avx512_plane_f64,
-    convt_avx2_interleave_stream_f64, convt_avx512_plane_channels_f64};
+    convt_avx2_interleave_stream_f64, convt_avx512_plane_channels_f64,
+    GEMM_TABLE(gemm_stream_f64_r)};
 
 #endif /* x86-64 */
