@@ -554,6 +554,15 @@ COL2IM_PANEL_L2_SHARE = 0.5
 # Input channels per kernel call: each call sums them into its products (blocked
 # sums of 64 steps), whose loads and stores a shorter call pays more often.
 COL2IM_DEPTH = 128
+# col2im over at most this many input positions runs avx512_wide's kernels (8
+# rows x 2 vectors) wherever the CPU has them, also where 512-bit FMAs are split:
+# its in-place reads of w (gemm_stream) fetch two lines of a row per step, and
+# 16 or 64 positions make whole blocks of 8 rows (12 + 4 with the AVX-512 set's
+# 12-row kernels).  On 1 / 2 Zen 4 cores (split FMAs; in turn, one process per
+# call) against the AVX-512 set: 1024 -> 512 k4s2 on 4x4 1.4x / 1.5x, a 1-D
+# 1024 -> 512 k16s8 on 16 positions 1.4x / 1.5x, 512 -> 256 on 8x8 1.1x / 1.08x,
+# 1024 -> 512 on 6x6 1.12x / 1.0x faster; on 12x12 (144 positions) 0.97x / 0.94x.
+COL2IM_WIDE_MAX_POSITIONS = 64
 
 
 def col2im_route(problem, decision):
@@ -1071,6 +1080,10 @@ def _choose_kernel_set(problem, engine, forced, environ):
                             f"over {problem.mg} output channels per group < "
                             f"AVX512_SHALLOW_MIN_OUTPUTS={AVX512_SHALLOW_MIN_OUTPUTS}")
     if best == "avx512" and "avx512_wide" in available_kernel_sets():
+        if engine == "gemm" and _wide_col2im(problem):
+            return "avx512_wide", (f"col2im over {math.prod(problem.geometry.input_shape)} "
+                                   f"input positions <= COL2IM_WIDE_MAX_POSITIONS="
+                                   f"{COL2IM_WIDE_MAX_POSITIONS}")
         if not native_512_fma():
             return best, (f"the best family this CPU runs (512-bit FMAs measured at "
                           f"{fma_512_speedup():.2f}x the 256-bit rate < NATIVE_512_MIN_SPEEDUP="
@@ -1232,6 +1245,14 @@ DEFAULT_L2_BYTES = 512 * 1024
 def l2_bytes():
     """Bytes of one core's L2 cache (DEFAULT_L2_BYTES when unknown)."""
     return load().l2_bytes() or DEFAULT_L2_BYTES
+
+
+def _wide_col2im(problem):
+    """Whether col2im serves ``problem`` (on the GEMM engine with avx512_wide's
+    kernels) over at most COL2IM_WIDE_MAX_POSITIONS input positions."""
+    probe = types.SimpleNamespace(engine="gemm", kernel_set="avx512_wide")
+    return (math.prod(problem.geometry.input_shape) <= COL2IM_WIDE_MAX_POSITIONS
+            and col2im_route(problem, probe))
 
 
 def col2im_panel_bytes():

@@ -229,6 +229,37 @@ def test_the_wide_avx512_set_needs_native_512_bit_fmas(monkeypatch):
         assert _dispatch._choose_kernel_set(large, "gemm", None, {})[0] == expected
 
 
+def test_col2im_on_few_positions_takes_the_wide_avx512_set(monkeypatch):
+    # the rule itself, on any machine: both AVX-512 sets, 512-bit FMAs split or not
+    monkeypatch.setattr(_dispatch, "available_kernel_sets",
+                        lambda: ["blas", "portable", "avx2", "avx512_wide", "avx512"])
+    monkeypatch.setattr(_dispatch, "preferred_kernel_set", lambda: "avx512")
+    k4s2 = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    for speedup in (1.0, 2.0):
+        monkeypatch.setattr(_dispatch, "fma_512_speedup", lambda: speedup)
+
+        def chosen(x_shape, w_shape, **params):
+            problem = _problem(x_shape, w_shape, **params)
+            name = _dispatch._choose_kernel_set(problem, "gemm", None, {})[0]
+            routed = _dispatch.col2im_route(problem, types.SimpleNamespace(engine="gemm",
+                                                                           kernel_set=name))
+            return name, routed
+
+        # DCGAN's first layers (16 and 64 positions) and a 1-D k16s8 on 16 positions
+        assert chosen((1, 1024, 4, 4), (1024, 512, 4, 4), **k4s2) == ("avx512_wide", True)
+        assert chosen((1, 512, 8, 8), (512, 256, 4, 4), **k4s2) == ("avx512_wide", True)
+        assert chosen((1, 1024, 16), (1024, 512, 16), strides=(8,), pads=(4, 4)) == (
+            "avx512_wide", True)
+        # col2im over 144 positions: the set the other rules choose (12-row blocks)
+        assert chosen((1, 512, 12, 12), (512, 256, 4, 4), **k4s2) == ("avx512", True)
+        # not col2im (256 KiB of weights): the other rules (rows of 8 are short)
+        assert chosen((1, 128, 8, 8), (128, 32, 4, 4), **k4s2) == ("avx512", False)
+    # an explicit request wins
+    assert _dispatch._choose_kernel_set(_problem((1, 1024, 4, 4), (1024, 512, 4, 4), **k4s2),
+                                        "gemm", None,
+                                        {_dispatch.KERNEL_SET_VARIABLE: "avx512"})[0] == "avx512"
+
+
 @pytest.mark.parametrize("kernel_set, speedup, depth, pair_depth",
                          [("avx512", 0.0, 170, 170), ("avx512", 1.0, 1365, 1365),
                           ("avx512_wide", 1.2, 1365, 1365), ("avx512", 1.9, 170, 170),
