@@ -27,6 +27,8 @@ cdef struct Col2imJob:
     const convt_kernels_f32* kernels_f32
     const convt_kernels_f64* kernels_f64
     Py_ssize_t mr, nr, block           # kernel rows and columns; blocked-sum steps
+    Py_ssize_t panel                   # positions per kernel call: nr, or nr / 2 (fixed
+                                       # weights, by the half kernels)
     Py_ssize_t batch, groups, cg, mg, taps, positions, plane   # plane: outputs per channel
     Py_ssize_t run, runs               # output channels per item; items per image and group
     Py_ssize_t depth_chunk             # K rows per kernel call (and per copy of w's panels)
@@ -55,6 +57,20 @@ cdef inline void col2im_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t
                                        accumulate, NULL)
     else:
         job.kernels_f64.gemm[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
+                                       accumulate, NULL)
+
+
+cdef inline void col2im_fixed_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t depth,
+                                     const acc_t* a, const acc_t* b, acc_t* c,
+                                     bint accumulate) noexcept nogil:
+    """col2im_kernel over job.panel positions: the half kernels where that is nr / 2."""
+    if job.panel == job.nr:
+        col2im_kernel(job, rows, depth, a, b, c, accumulate)
+    elif acc_t is float:
+        job.kernels_f32.half[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
+                                       accumulate, NULL)
+    else:
+        job.kernels_f64.half[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
                                        accumulate, NULL)
 
 
@@ -232,10 +248,10 @@ cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
         k0 = 0
         while k0 < job.cg:
             depth = min(job.depth_chunk, job.cg - k0)
-            for p in range(job.ldc // job.nr):  # the panels of positions
-                col2im_kernel(job, rows, depth, a + k0 * rows,
-                              x_panels + (p * job.cg + k0) * job.nr,
-                              product + j0 * job.ldc + p * job.nr, k0 > 0)
+            for p in range(job.ldc // job.panel):  # the panels of positions
+                col2im_fixed_kernel(job, rows, depth, a + k0 * rows,
+                                    x_panels + (p * job.cg + k0) * job.panel,
+                                    product + j0 * job.ldc + p * job.panel, k0 > 0)
             k0 = k0 + depth
         j0 = j0 + rows
     add_products(job, image, group, first, last, product, job.ldc, 1)
@@ -250,6 +266,7 @@ cdef int set_col2im_job(Col2imJob* job, str family, y, table, b, Py_ssize_t grou
     job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
     job.mr = kernels.f64.mr if job.doubles else kernels.f32.mr
     job.nr = kernels.f64.nr if job.doubles else kernels.f32.nr
+    job.panel = job.nr
     job.block = block
     job.batch, job.groups, job.cg = y.shape[0], groups, cg
     job.mg = y.shape[1] // groups
@@ -273,8 +290,8 @@ cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
     cdef int threads = max(1, num_threads)
     cdef Signals signals = signals_for_this_call()
     cdef Py_ssize_t items = job.batch * job.groups * job.runs
-    # the panels' offsets within a K chunk: k * nr; w's rows: k * w_row
-    panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.nr
+    # the panels' offsets within a K chunk: k * panel; w's rows: k * w_row
+    panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.panel
     job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
     row_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.w_row
     if job.w != NULL and (job.kernels_f64.flags if job.doubles
@@ -328,8 +345,8 @@ def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssiz
                                 Py_ssize_t run, Py_ssize_t depth_chunk, Py_ssize_t block,
                                 int num_threads):
     """col2im_conv_transpose for fixed weights: ``x_panels`` (N, G, L / NR, Cg, NR)
-    holds each image's and group's x in panels of the set's NR positions, zero past
-    its P positions; ``made`` is col2im_make_blocks of w for the set's MR and this
+    holds each image's and group's x in panels of the set's NR positions (or NR / 2,
+    run by its half kernels), zero past its P positions; ``made`` is col2im_make_blocks of w for the set's MR and this
     ``run``; the rest as there."""
     cdef Col2imJob job
     cdef Py_ssize_t item = y.dtype.itemsize
@@ -345,9 +362,14 @@ def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssiz
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose_fixed: inconsistent operands")
     set_col2im_job(&job, family, y, table, b, x_panels.shape[1], cg, run, depth_chunk, block)
-    if x_panels.shape[4] != job.nr or x_panels.shape[2] * job.nr < job.positions:
-        raise ValueError("col2im_conv_transpose_fixed: x's panels are not of the set's NR")
-    job.ldc = x_panels.shape[2] * job.nr
+    job.panel = x_panels.shape[4]
+    if not (job.panel == job.nr or job.panel * 2 == job.nr and (
+                job.kernels_f64.flags if job.doubles else job.kernels_f32.flags) & CONVT_SET_HALF):
+        raise ValueError("col2im_conv_transpose_fixed: x's panels are not of the set's NR "
+                         "(or NR / 2, for a set with half kernels)")
+    if x_panels.shape[2] * job.panel < job.positions:
+        raise ValueError("col2im_conv_transpose_fixed: x's panels hold fewer positions than y's table")
+    job.ldc = x_panels.shape[2] * job.panel
     job.packed_x, job.made = <const char*>data_of(x_panels), <const char*>data_of(made)
     # per thread: the transposed product, whole blocks of MR columns x ldc positions
     product = (run * job.taps + job.mr - 1) // job.mr * job.mr * job.ldc

@@ -36,7 +36,9 @@ class Col2imRun:
 
     family: str            # the kernel set whose gemm kernels run
     mr: int                # its kernels' rows (positions per kernel call)
-    nr: int                # its kernels' columns (fixed weights: positions per kernel call)
+    nr: int                # its kernels' columns
+    fixed_nr: int          # fixed weights: positions per kernel call (nr, or the half
+                           # kernels' nr / 2 where all positions fit in them)
     run: int               # output channels per work item
     work_items: int
     depth_chunk: int       # input channels per kernel call (and per copy of w's panels)
@@ -94,8 +96,12 @@ def plan(problem, decision):
     panel_columns = -(-run * taps // nr) * nr
     depth_chunk = max(1, min(problem.cg, _dispatch.COL2IM_DEPTH,
                              panel_bytes // (panel_columns * itemsize)))
+    # fixed weights: x's positions are the vectors; half panels where they all fit
+    kernels = _dispatch.family_named(decision.kernel_set).kernel_set(decision.accumulation)
+    fixed_nr = nr // 2 if positions <= nr // 2 and kernels.has(_dispatch.SET_HALF) else nr
     # each product sums all input channels, as a Conv's does: the GEMM engine's blocks
-    return Col2imRun(decision.kernel_set, mr, nr, run, problem.batch * problem.group * runs,
+    return Col2imRun(decision.kernel_set, mr, nr, fixed_nr, run,
+                     problem.batch * problem.group * runs,
                      depth_chunk, decision.blocking.sum_block(problem.cg, problem.cg),
                      int((table >= 0).sum()) * problem.cg * problem.mg * problem.group
                      * problem.batch, table)
@@ -134,7 +140,8 @@ def run(col2im, x, w, b, y, group, threads):
     fixed = _weight_cache.fixed_weights_of(grouped)
     if fixed is not None:
         load().col2im_conv_transpose_fixed(
-            col2im.family, input_panels(x, group, col2im.nr), made_blocks(col2im, grouped, fixed),
+            col2im.family, input_panels(x, group, col2im.fixed_nr),
+            made_blocks(col2im, grouped, fixed),
             bias, planes, col2im.table, channels // group, col2im.run, col2im.depth_chunk,
             col2im.sum_block, threads)
     else:

@@ -1003,7 +1003,8 @@ def _requested_kernel_set(environ):
     return requested
 
 
-def _family(name):
+def family_named(name):
+    """The compiled Family called ``name``."""
     for family in families():
         if family.name == name:
             return family
@@ -1141,7 +1142,7 @@ def decide(problem, *, engine=None, kernel_set=None, environ=None, **overrides):
     reasons.append(f"kernel set {name}: {why}")
     accumulation = problem.accumulation
     storage = problem.dtype.name
-    kernels = _family("portable" if name == "blas" else name).kernel_set(accumulation)
+    kernels = family_named("portable" if name == "blas" else name).kernel_set(accumulation)
     masked = kernels.has(SET_MASKED_STORES)
     stream = (kernels.has(SET_STREAM_STORES)
               and problem.output_bytes() >= STREAM_OUTPUT_MIN_BYTES)

@@ -67,6 +67,8 @@ def test_results_match_the_reference(monkeypatch, family, dtype, name):
         got = layer.apply(x, w, bias)
         assert relative_error(got, _exact(layer, x, w, bias)) < (2e-6 if dtype == np.float32
                                                                 else 1e-14)
+        # bound: x's positions as the vectors (half panels where they fit), same bits
+        assert np.array_equal(layer.bind(w, bias)(x), got)
 
 
 @pytest.mark.parametrize("name", ["k4s2 4x4", "1-D k16s8", "groups"])

@@ -92,7 +92,7 @@ def test_planes_are_the_stencil_blocks_bit_for_bit(name, dtype, family):
     from zero over kernel rows then taps with the set's multiply-add (fused in fused
     sets; the portable set's a multiply and an add on x86-64, which has no FMA in its
     baseline, and whatever the compiler contracts elsewhere)."""
-    fused = _dispatch._family(family).kernel_set(np.dtype(dtype)).has(_dispatch.SET_FUSED)
+    fused = _dispatch.family_named(family).kernel_set(np.dtype(dtype)).has(_dispatch.SET_FUSED)
     if not fused and platform.machine().lower() not in ("x86_64", "amd64"):
         pytest.skip("the portable stencil's multiply-adds are the compiler's choice here")
     x, w, b, params = _data(name, dtype, seed=1)
