@@ -1,6 +1,7 @@
 # Weight-bound ConvTranspose on small maps (convt._col2im; the rule that picks it is
-# convt._dispatch.col2im_route): per image and group, the products of every input
-# position with every (output channel, tap) column of w,
+# convt._dispatch.col2im_route): per group, the products of every input
+# position of every image (the images' positions stacked: w is read once per call,
+# not once per image) with every (output channel, tap) column of w,
 #
 #     C[p, m * taps + t] = sum over c of x[c, p] w[c, m, t],
 #
@@ -8,9 +9,9 @@
 # kernels, else its rows copied chunk by chunk into panels in L2; not packed once
 # and cached, so no packed copy to keep or to compare with the weights), then
 # each product added to the output it lands on
-# (col2im).  A work item is one image, group and run of
-# output channels: it owns those output planes, fills them with the bias and adds
-# its products position by position, tap by tap, so results do not depend on
+# (col2im).  A work item is one group and run of output channels: it owns those
+# output planes of every image, fills them with the bias and adds its products
+# image by image, position by position, tap by tap, so results do not depend on
 # the thread count.
 
 
@@ -30,10 +31,12 @@ cdef struct Col2imJob:
     Py_ssize_t panel                   # positions per kernel call: nr, or nr / 2 (fixed
                                        # weights, by the half kernels)
     Py_ssize_t batch, groups, cg, mg, taps, positions, plane   # plane: outputs per channel
-    Py_ssize_t run, runs               # output channels per item; items per image and group
+    Py_ssize_t stacked                 # batch * positions: the products' positions
+    Py_ssize_t run, runs               # output channels per item; items per group
     Py_ssize_t depth_chunk             # K rows per kernel call (and per copy of w's panels)
     Py_ssize_t ldc                     # product columns (whole panels)
-    const char* packed_x               # per (image, group): row blocks [block][cg][rows]
+    const char* packed_x               # per group: row blocks [block][cg][rows] of the
+                                       # stacked positions (fixed weights: panels)
     const char* w                      # (groups, cg, mg * taps), rows w_row apart
     Py_ssize_t w_group, w_row          # element strides
     const Py_ssize_t* panel_offsets    # k * nr
@@ -97,7 +100,7 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
     would fetch a cache line of another row (rows a few KiB apart), and the calls
     waited on memory.  (Hints for the next chunk spread over the kernel calls made
     the call 1.1-1.2x slower.)"""
-    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
+    cdef Py_ssize_t blocks = (job.stacked + job.mr - 1) // job.mr
     cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
     cdef Py_ssize_t k0, depth, q, j, k, i, n, rows
     cdef const acc_t* source
@@ -125,7 +128,7 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
                     target[i] = 0
         for q in range(count):
             for j in range(blocks):
-                rows = min(job.mr, job.positions - j * job.mr)
+                rows = min(job.mr, job.stacked - j * job.mr)
                 col2im_kernel(job, rows, depth, x_blocks + j * job.mr * job.cg + k0 * rows,
                               panels + q * depth * job.nr,
                               product + j * job.mr * job.ldc + q * job.nr, k0 > 0)
@@ -138,14 +141,14 @@ cdef void streamed_products(const Col2imJob* job, const acc_t* x_blocks, const a
     ``w_columns`` on, the B rows read in place by the gemm_stream kernels: the
     same kernel calls on the same values in the same order (K chunks, panels, row
     blocks), so the same bits, without the copy."""
-    cdef Py_ssize_t blocks = (job.positions + job.mr - 1) // job.mr
+    cdef Py_ssize_t blocks = (job.stacked + job.mr - 1) // job.mr
     cdef Py_ssize_t k0 = 0
     cdef Py_ssize_t depth, q, j, rows
     while k0 < job.cg:
         depth = min(job.depth_chunk, job.cg - k0)
         for q in range(count):
             for j in range(blocks):
-                rows = min(job.mr, job.positions - j * job.mr)
+                rows = min(job.mr, job.stacked - j * job.mr)
                 col2im_stream_kernel(job, rows, depth, x_blocks + j * job.mr * job.cg + k0 * rows,
                                      w_columns + k0 * job.w_row + q * job.nr,
                                      product + j * job.mr * job.ldc + q * job.nr, k0 > 0)
@@ -180,22 +183,22 @@ cdef void add_products(const Col2imJob* job, Py_ssize_t image, Py_ssize_t group,
 
 cdef void col2im_item(const Col2imJob* job, Py_ssize_t index, int slot,
                       const acc_t* like) noexcept nogil:
-    cdef Py_ssize_t image = index // (job.groups * job.runs)
-    cdef Py_ssize_t rest = index - image * job.groups * job.runs
-    cdef Py_ssize_t group = rest // job.runs
-    cdef Py_ssize_t first = (rest - group * job.runs) * job.run
+    cdef Py_ssize_t group = index // job.runs
+    cdef Py_ssize_t first = (index - group * job.runs) * job.run
     cdef Py_ssize_t last = min(job.mg, first + job.run)
     cdef Py_ssize_t columns = (last - first) * job.taps
     cdef acc_t* product = <acc_t*>job.workspace + slot * job.per_thread
-    cdef Py_ssize_t panel_at = (job.positions + job.mr - 1) // job.mr * job.mr * job.ldc
+    cdef Py_ssize_t panel_at = (job.stacked + job.mr - 1) // job.mr * job.mr * job.ldc
     cdef acc_t* panels = product + (panel_at + 15) // 16 * 16
-    cdef const acc_t* x_blocks = (<const acc_t*>job.packed_x
-                                  + (image * job.groups + group) * job.cg * job.positions)
+    cdef const acc_t* x_blocks = <const acc_t*>job.packed_x + group * job.cg * job.stacked
     cdef const acc_t* w_group = <const acc_t*>job.w + group * job.w_group
+    cdef Py_ssize_t image
     if stopped(job.signals, slot):
         return
     col2im_products(job, x_blocks, w_group, first * job.taps, columns, product, panels)
-    add_products(job, image, group, first, last, product, 1, job.ldc)
+    for image in range(job.batch):  # product row image * positions + p
+        add_products(job, image, group, first, last, product + image * job.positions * job.ldc,
+                     1, job.ldc)
 
 
 cdef void col2im_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -224,20 +227,16 @@ cdef void col2im_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
 
 cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
                             const acc_t* like) noexcept nogil:
-    cdef Py_ssize_t image = index // (job.groups * job.runs)
-    cdef Py_ssize_t rest = index - image * job.groups * job.runs
-    cdef Py_ssize_t group = rest // job.runs
-    cdef Py_ssize_t run_index = rest - group * job.runs
-    cdef Py_ssize_t first = run_index * job.run
+    cdef Py_ssize_t group = index // job.runs
+    cdef Py_ssize_t first = (index - group * job.runs) * job.run
     cdef Py_ssize_t last = min(job.mg, first + job.run)
     cdef Py_ssize_t columns = (last - first) * job.taps
     cdef acc_t* product = <acc_t*>job.workspace + slot * job.per_thread
-    cdef const acc_t* x_panels = (<const acc_t*>job.packed_x
-                                  + (image * job.groups + group) * job.cg * job.ldc)
+    cdef const acc_t* x_panels = <const acc_t*>job.packed_x + group * job.cg * job.ldc
     # the group's blocks, then this item's: items before it hold run * taps columns each
     cdef const acc_t* blocks = (<const acc_t*>job.made
                                 + (group * job.mg + first) * job.taps * job.cg)
-    cdef Py_ssize_t j0, rows, k0, depth, p
+    cdef Py_ssize_t j0, rows, k0, depth, p, image
     cdef const acc_t* a
     if stopped(job.signals, slot):
         return
@@ -254,7 +253,9 @@ cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
                                     product + j0 * job.ldc + p * job.panel, k0 > 0)
             k0 = k0 + depth
         j0 = j0 + rows
-    add_products(job, image, group, first, last, product, job.ldc, 1)
+    for image in range(job.batch):  # product column image * positions + p
+        add_products(job, image, group, first, last, product + image * job.positions,
+                     job.ldc, 1)
 
 
 cdef int set_col2im_job(Col2imJob* job, str family, y, table, b, Py_ssize_t groups,
@@ -271,6 +272,7 @@ cdef int set_col2im_job(Col2imJob* job, str family, y, table, b, Py_ssize_t grou
     job.batch, job.groups, job.cg = y.shape[0], groups, cg
     job.mg = y.shape[1] // groups
     job.positions, job.taps = table.shape[0], table.shape[1]
+    job.stacked = job.batch * job.positions
     job.plane = y.shape[2]
     job.run = run
     job.runs = (job.mg + run - 1) // run
@@ -289,7 +291,7 @@ cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
     elements of workspace (64-byte aligned), and raise if the call was stopped."""
     cdef int threads = max(1, num_threads)
     cdef Signals signals = signals_for_this_call()
-    cdef Py_ssize_t items = job.batch * job.groups * job.runs
+    cdef Py_ssize_t items = job.groups * job.runs
     # the panels' offsets within a K chunk: k * panel; w's rows: k * w_row
     panel_offsets = np.arange(job.depth_chunk, dtype=np.intp) * job.panel
     job.panel_offsets = <const Py_ssize_t*>data_of(panel_offsets)
@@ -344,32 +346,34 @@ def col2im_make_blocks(w, Py_ssize_t mr, Py_ssize_t run, Py_ssize_t taps):
 def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssize_t cg,
                                 Py_ssize_t run, Py_ssize_t depth_chunk, Py_ssize_t block,
                                 int num_threads):
-    """col2im_conv_transpose for fixed weights: ``x_panels`` (N, G, L / NR, Cg, NR)
-    holds each image's and group's x in panels of the set's NR positions (or NR / 2,
-    run by its half kernels), zero past its P positions; ``made`` is col2im_make_blocks of w for the set's MR and this
+    """col2im_conv_transpose for fixed weights: ``x_panels`` (G, L / NR, Cg, NR)
+    holds each group's x, its images' positions stacked (N P of them), in panels of
+    the set's NR positions (or NR / 2, run by its half kernels), zero past the N P
+    positions; ``made`` is col2im_make_blocks of w for the set's MR and this
     ``run``; the rest as there."""
     cdef Col2imJob job
     cdef Py_ssize_t item = y.dtype.itemsize
     cdef Py_ssize_t product
-    if (x_panels.ndim != 5 or y.ndim != 3 or table.ndim != 2 or made.ndim != 1
+    if (x_panels.ndim != 4 or y.ndim != 3 or table.ndim != 2 or made.ndim != 1
             or x_panels.dtype != y.dtype or made.dtype != y.dtype or item not in (4, 8)
             or not x_panels.flags.c_contiguous or not y.flags.c_contiguous
             or not made.flags.c_contiguous or not table.flags.c_contiguous
-            or table.dtype != np.intp or x_panels.shape[3] != cg
-            or y.shape[1] % x_panels.shape[1]
-            or made.shape[0] != x_panels.shape[1] * cg * (y.shape[1] // x_panels.shape[1])
+            or table.dtype != np.intp or x_panels.shape[2] != cg
+            or y.shape[1] % x_panels.shape[0]
+            or made.shape[0] != x_panels.shape[0] * cg * (y.shape[1] // x_panels.shape[0])
             * table.shape[1] or run < 1 or depth_chunk < 1
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose_fixed: inconsistent operands")
-    set_col2im_job(&job, family, y, table, b, x_panels.shape[1], cg, run, depth_chunk, block)
-    job.panel = x_panels.shape[4]
+    set_col2im_job(&job, family, y, table, b, x_panels.shape[0], cg, run, depth_chunk, block)
+    job.panel = x_panels.shape[3]
     if not (job.panel == job.nr or job.panel * 2 == job.nr and (
                 job.kernels_f64.flags if job.doubles else job.kernels_f32.flags) & CONVT_SET_HALF):
         raise ValueError("col2im_conv_transpose_fixed: x's panels are not of the set's NR "
                          "(or NR / 2, for a set with half kernels)")
-    if x_panels.shape[2] * job.panel < job.positions:
-        raise ValueError("col2im_conv_transpose_fixed: x's panels hold fewer positions than y's table")
-    job.ldc = x_panels.shape[2] * job.panel
+    if x_panels.shape[1] * job.panel < job.stacked:
+        raise ValueError("col2im_conv_transpose_fixed: x's panels hold fewer positions than "
+                         "y's images and table")
+    job.ldc = x_panels.shape[1] * job.panel
     job.packed_x, job.made = <const char*>data_of(x_panels), <const char*>data_of(made)
     # per thread: the transposed product, whole blocks of MR columns x ldc positions
     product = (run * job.taps + job.mr - 1) // job.mr * job.mr * job.ldc
@@ -380,8 +384,9 @@ def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssiz
 def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
                           Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads):
     """Fill ``y`` (N, M, plane) with ConvTranspose(x, w, b) by col2im on
-    ``num_threads`` pool threads: ``packed_x`` (N, G, Cg * P) holds each image's
-    and group's x as row blocks of the set's MR positions ([block][Cg][rows]), w
+    ``num_threads`` pool threads: ``packed_x`` (G, Cg * N P) holds each group's x,
+    its images' positions stacked, as row blocks of the set's MR positions
+    ([block][Cg][rows]), w
     is (G, Cg, Mg * taps) with unit column stride, ``table`` (P, taps) the output
     index in a plane of each position's tap (-1: outside), b (M,) contiguous or
     None; ``run`` output channels per work item, ``depth_chunk`` input channels per
@@ -390,12 +395,14 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     cdef Col2imJob job
     cdef Py_ssize_t item = y.dtype.itemsize
     cdef Py_ssize_t product
-    if (packed_x.ndim != 3 or w.ndim != 3 or y.ndim != 3 or table.ndim != 2
+    if (packed_x.ndim != 2 or w.ndim != 3 or y.ndim != 3 or table.ndim != 2
             or packed_x.dtype != y.dtype or w.dtype != y.dtype or item not in (4, 8)
             or not packed_x.flags.c_contiguous or not y.flags.c_contiguous
             or not table.flags.c_contiguous or table.dtype != np.intp
             or w.strides[2] != item or w.shape[2] != table.shape[1] * (y.shape[1] // w.shape[0])
-            or packed_x.shape[2] != w.shape[1] * table.shape[0] or run < 1 or depth_chunk < 1
+            or packed_x.shape[0] != w.shape[0]
+            or packed_x.shape[1] != w.shape[1] * y.shape[0] * table.shape[0]
+            or run < 1 or depth_chunk < 1
             or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous))):
         raise ValueError("col2im_conv_transpose: inconsistent operands")
     set_col2im_job(&job, family, y, table, b, w.shape[0], w.shape[1], run, depth_chunk, block)
@@ -403,6 +410,6 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     job.w_group, job.w_row = w.strides[0] // item, w.strides[1] // item
     job.packed_x, job.w = <const char*>data_of(packed_x), <const char*>data_of(w)
     # per thread: the product (whole row blocks x ldc), then 64-byte aligned panels of w
-    product = (job.positions + job.mr - 1) // job.mr * job.mr * job.ldc
+    product = (job.stacked + job.mr - 1) // job.mr * job.mr * job.ldc
     job.per_thread = ((product + 15) // 16 * 16 + job.depth_chunk * job.ldc + 16) // 16 * 16
     run_col2im(&job, item, num_threads)

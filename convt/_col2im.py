@@ -75,13 +75,13 @@ def plan(problem, decision):
     """The Col2imRun of a problem that col2im_route accepts."""
     geometry = problem.geometry
     mr, nr = decision.blocking.mr, decision.blocking.nr
-    positions = math.prod(geometry.input_shape)
+    positions = _dispatch.col2im_positions(problem)  # every image's, stacked
     taps = math.prod(geometry.kernel_shape)
     itemsize = decision.accumulation.itemsize
     # the item's products stay within COL2IM_PRODUCT_BYTES, and the items keep the
     # threads busy (work_items_target) where the channels allow
     fitting = max(1, _dispatch.COL2IM_PRODUCT_BYTES // (positions * taps * itemsize))
-    wanted = max(1, -(-_dispatch.work_items_target() // (problem.batch * problem.group)))
+    wanted = max(1, -(-_dispatch.work_items_target() // problem.group))
     # and the panels of w it copies per K chunk of COL2IM_DEPTH input channels
     panel_bytes = _dispatch.col2im_panel_bytes()
     panels = max(1, panel_bytes // (min(problem.cg, _dispatch.COL2IM_DEPTH) * taps * itemsize))
@@ -100,22 +100,28 @@ def plan(problem, decision):
     kernels = _dispatch.family_named(decision.kernel_set).kernel_set(decision.accumulation)
     fixed_nr = nr // 2 if positions <= nr // 2 and kernels.has(_dispatch.SET_HALF) else nr
     # each product sums all input channels, as a Conv's does: the GEMM engine's blocks
-    return Col2imRun(decision.kernel_set, mr, nr, fixed_nr, run,
-                     problem.batch * problem.group * runs,
+    return Col2imRun(decision.kernel_set, mr, nr, fixed_nr, run, problem.group * runs,
                      depth_chunk, decision.blocking.sum_block(problem.cg, problem.cg),
                      int((table >= 0).sum()) * problem.cg * problem.mg * problem.group
                      * problem.batch, table)
 
 
-def packed_input(x, group, mr):
-    """x (N, C, spatial...) as (N, G, Cg * P): per image and group, its positions in
-    row blocks of ``mr`` ([block][Cg][rows of the block])."""
+def _stacked(x, group):
+    """x (N, C, spatial...) as (G, Cg, N P): per group and channel, every image's
+    positions, image after image."""
     batch, channels = x.shape[:2]
     positions = math.prod(x.shape[2:])
-    xt = x.reshape(batch, group, channels // group, positions)
-    blocks = [np.ascontiguousarray(xt[..., start:start + mr]).reshape(batch, group, -1)
-              for start in range(0, positions, mr)]
-    return np.ascontiguousarray(np.concatenate(blocks, axis=2))
+    xt = x.reshape(batch, group, channels // group, positions).transpose(1, 2, 0, 3)
+    return xt.reshape(group, channels // group, batch * positions)
+
+
+def packed_input(x, group, mr):
+    """x (N, C, spatial...) as (G, Cg * N P): per group, its images' positions stacked
+    in row blocks of ``mr`` ([block][Cg][rows of the block])."""
+    stacked = _stacked(x, group)
+    blocks = [np.ascontiguousarray(stacked[..., start:start + mr]).reshape(group, -1)
+              for start in range(0, stacked.shape[2], mr)]
+    return np.ascontiguousarray(np.concatenate(blocks, axis=1))
 
 
 def run(col2im, x, w, b, y, group, threads):
@@ -154,15 +160,16 @@ def run(col2im, x, w, b, y, group, threads):
 
 
 def input_panels(x, group, nr):
-    """x (N, C, spatial...) as (N, G, L / nr, Cg, nr): per image and group, panels of
-    ``nr`` positions ([panel][channel][position]), zeros past the P positions (L: the
-    next multiple of nr), so that a kernel call reads one contiguous panel."""
-    batch, channels = x.shape[:2]
-    cg, positions = channels // group, math.prod(x.shape[2:])
+    """x (N, C, spatial...) as (G, L / nr, Cg, nr): per group, its images' N P
+    positions stacked in panels of ``nr`` ([panel][channel][position]), zeros past
+    them (L: the next multiple of nr), so that a kernel call reads one contiguous
+    panel."""
+    stacked = _stacked(x, group)
+    group, cg, positions = stacked.shape
     panels = -(-positions // nr)
-    rows = np.zeros((batch, group, cg, panels * nr), dtype=x.dtype)
-    rows[..., :positions] = x.reshape(batch, group, cg, positions)
-    return np.ascontiguousarray(rows.reshape(batch, group, cg, panels, nr).transpose(0, 1, 3, 2, 4))
+    rows = np.zeros((group, cg, panels * nr), dtype=x.dtype)
+    rows[..., :positions] = stacked
+    return np.ascontiguousarray(rows.reshape(group, cg, panels, nr).transpose(0, 2, 1, 3))
 
 
 def made_blocks(col2im, grouped, fixed):

@@ -533,6 +533,7 @@ def winograd_route(problem, decision):
 # and 12x12 1.31x and 1.36x (1.24x and 1.27x at 2 threads), 256 -> 128 (2 MiB) on
 # 10x10 and 12x12 1.06x and 1.07x (1.03x at 2 threads), but on 16x16 0.92x (0.89x),
 # 128 -> 64 (512 KiB) on 16x16 0.80x.
+# Positions count every image's: a batch's are stacked (col2im_positions).
 COL2IM_MAX_POSITIONS = 144
 COL2IM_MIN_WEIGHT_BYTES = 512 << 10
 COL2IM_MIN_WEIGHT_BYTES_PER_POSITION = 8 << 10
@@ -575,15 +576,16 @@ def col2im_route(problem, decision):
     position, an x of at most COL2IM_MAX_INPUT_BYTES
     (col2im copies it whole), and at most COL2IM_MAX_CROPPED times the
     layer's multiply-adds in products (pads crop the products of edge taps: a kernel
-    far longer than the input must not cost its length)."""
-    positions = math.prod(problem.geometry.input_shape)
+    far longer than the input must not cost its length).  Positions count every
+    image's (col2im_positions)."""
+    positions = col2im_positions(problem)
     weight_bytes = (problem.group * problem.cg * problem.mg
                     * math.prod(problem.geometry.kernel_shape) * problem.dtype.itemsize)
     geometry = problem.geometry
     overlapping = any(geometry.dilations[a] * (geometry.kernel_shape[a] - 1) >= geometry.strides[a]
                       for a in range(geometry.ndim))
     # col2im multiplies every tap of every position, also those the pads crop
-    products = (problem.batch * problem.group * problem.cg * problem.mg * positions
+    products = (problem.group * problem.cg * problem.mg * positions
                 * math.prod(geometry.kernel_shape))
     # x is copied once into the kernels' row blocks: bounded, whatever the batch
     input_bytes = problem.batch * problem.group * problem.cg * positions * problem.dtype.itemsize
@@ -1082,7 +1084,7 @@ def _choose_kernel_set(problem, engine, forced, environ):
                             f"AVX512_SHALLOW_MIN_OUTPUTS={AVX512_SHALLOW_MIN_OUTPUTS}")
     if best == "avx512" and "avx512_wide" in available_kernel_sets():
         if engine == "gemm" and _wide_col2im(problem):
-            return "avx512_wide", (f"col2im over {math.prod(problem.geometry.input_shape)} "
+            return "avx512_wide", (f"col2im over {col2im_positions(problem)} "
                                    f"input positions <= COL2IM_WIDE_MAX_POSITIONS="
                                    f"{COL2IM_WIDE_MAX_POSITIONS}")
         if not native_512_fma():
@@ -1248,11 +1250,17 @@ def l2_bytes():
     return load().l2_bytes() or DEFAULT_L2_BYTES
 
 
+def col2im_positions(problem):
+    """The positions col2im multiplies at once: every image's, stacked (w is then
+    read once per call, whatever the batch)."""
+    return problem.batch * math.prod(problem.geometry.input_shape)
+
+
 def _wide_col2im(problem):
     """Whether col2im serves ``problem`` (on the GEMM engine with avx512_wide's
     kernels) over at most COL2IM_WIDE_MAX_POSITIONS input positions."""
     probe = types.SimpleNamespace(engine="gemm", kernel_set="avx512_wide")
-    return (math.prod(problem.geometry.input_shape) <= COL2IM_WIDE_MAX_POSITIONS
+    return (col2im_positions(problem) <= COL2IM_WIDE_MAX_POSITIONS
             and col2im_route(problem, probe))
 
 

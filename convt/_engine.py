@@ -230,7 +230,8 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     batch, channels = x.shape[:2]
     if batch == 0 or y.shape[1] == 0 or channels // group == 0:
         return None
-    fold = folds_batch(geometry, batch)
+    fold = folds_batch(geometry, batch) and not _col2im_stacks(
+        x, w, y, geometry, group, transpose, engine, backend, overrides)
     if fold:
         x, w, y = folded(x, w, y)
         geometry = folded_geometry(geometry, batch)
@@ -257,6 +258,17 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
                 element_strides(y), readable_extent(x),
                 np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
                 channels_last, winograd, plane, col2im, streamed)
+
+
+def _col2im_stacks(x, w, y, geometry, group, transpose, engine, backend, overrides):
+    """Whether col2im serves the call unfolded (its images' positions stacked, w read
+    once per call), which batched 1-D calls then keep: a folded call would run the
+    GEMM engine, which reads w three times (a vocoder's 4 x 512 -> 256 k16 s8 on 32
+    positions)."""
+    if engine is not None or overrides or not transpose:
+        return False
+    problem = problem_of(x, w, y, geometry, group, transpose)
+    return _dispatch.col2im_route(problem, execution(problem, engine, backend).decision)
 
 
 def channels_last_views(x_shape, y_shape, dtype):
@@ -770,14 +782,21 @@ def explain(layer, x_shape, w_shape, dtype=None):
     channels_last = channel == -1
     in_channels, out_channels = x_shape[channel], out_shape[channel]
     batch = x_shape[0]
-    if folds_batch(geometry, batch):
+
+    def problem_of_shape(geometry, batch):
+        return _dispatch.Problem(
+            geometry, batch, in_channels, out_channels, group, dtype,
+            y_rows_contiguous=not channels_last or out_channels <= 1,
+            x_spatially_contiguous=not channels_last or in_channels <= 1,
+            channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),
+            transpose=transpose)
+
+    problem = problem_of_shape(geometry, batch)
+    # as prepare does: batched 1-D calls fold unless col2im serves them unfolded
+    if folds_batch(geometry, batch) and not (
+            transpose and _dispatch.col2im_route(problem, execution(problem).decision)):
         geometry, batch = folded_geometry(geometry, batch), 1
-    problem = _dispatch.Problem(
-        geometry, batch, in_channels, out_channels, group, dtype,
-        y_rows_contiguous=not channels_last or out_channels <= 1,
-        x_spatially_contiguous=not channels_last or in_channels <= 1,
-        channels_innermost=channels_last or (in_channels <= 1 and out_channels <= 1),
-        transpose=transpose)
+        problem = problem_of_shape(geometry, batch)
     planes = _dispatch.plane_route(problem)
     copied = None if planes else _dispatch.channels_last_problem(problem)
     problem = copied or problem

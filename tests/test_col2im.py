@@ -45,6 +45,7 @@ GEOMETRIES = {
                             dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1))),
     "k4s1 on 1x1": ((3, 40, 1, 1), (40, 70, 4, 4), dict()),
     "1-D k16s8": ((1, 64, 8), (64, 36, 16), dict(strides=(8,), pads=(4, 4))),
+    "1-D k16s8 batch 5": ((5, 64, 7), (64, 36, 16), dict(strides=(8,), pads=(4, 4))),
     "3-D k2s1": ((1, 32, 2, 3, 3), (32, 20, 2, 2, 2), dict()),
     "groups": ((1, 64, 6, 6), (64, 12, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=4)),
     "dilation": ((1, 40, 7, 5), (40, 30, 3, 3), dict(dilations=(2, 2))),
@@ -71,7 +72,7 @@ def test_results_match_the_reference(monkeypatch, family, dtype, name):
         assert np.array_equal(layer.bind(w, bias)(x), got)
 
 
-@pytest.mark.parametrize("name", ["k4s2 4x4", "1-D k16s8", "groups"])
+@pytest.mark.parametrize("name", ["k4s2 4x4", "1-D k16s8 batch 5", "groups"])
 def test_results_are_bitwise_identical_for_every_thread_count(name):
     x_shape, w_shape, params = GEOMETRIES[name]
     x, w, b = _operands(x_shape, w_shape, np.float32, seed=1, group=params.get("group", 1))
@@ -176,7 +177,12 @@ def test_route(monkeypatch):
     # pads crop would be most of col2im's work
     cropped = ConvTranspose(output_shape=(12,))
     assert not _serves(cropped, (1, 256, 4), (256, 64, 256))
-    # a batch whose copy of x would pass COL2IM_MAX_INPUT_BYTES keeps the GEMM engine
-    assert _serves(k4s2, (512, 512, 4, 4), (512, 256, 4, 4))         # 16 MiB of x
-    assert not _serves(k4s2, (513, 512, 4, 4), (512, 256, 4, 4))
+    # a batch stacks its images' positions (w read once): at most 144 of them
+    assert _serves(k4s2, (9, 512, 4, 4), (512, 256, 4, 4))           # 144 positions
+    assert not _serves(k4s2, (10, 512, 4, 4), (512, 256, 4, 4))
+    assert _serves(ConvTranspose(strides=(8,), pads=(4, 4)), (4, 512, 32), (512, 256, 16))
+    # an x whose copy would pass COL2IM_MAX_INPUT_BYTES keeps the GEMM engine
+    assert _serves(k4s2, (1, 32768, 4, 4), (32768, 8, 4, 4))         # 2 MiB of x
+    monkeypatch.setattr(_dispatch, "COL2IM_MAX_INPUT_BYTES", 1 << 20)
+    assert not _serves(k4s2, (1, 32768, 4, 4), (32768, 8, 4, 4))
     assert "col2im" in str(explain(k4s2, (1, 512, 4, 4), (512, 256, 4, 4)))
