@@ -535,6 +535,14 @@ def winograd_route(problem, decision):
 # 128 -> 64 (512 KiB) on 16x16 0.80x.
 # Positions count every image's: a batch's are stacked (col2im_positions).
 COL2IM_MAX_POSITIONS = 144
+# Past that, up to COL2IM_MAX_STACKED_POSITIONS, where every position has at least
+# COL2IM_STACKED_WEIGHT_BYTES of weights.  On 1 / 2 Zen 4 cores against the GEMM
+# engine: 1024 -> 512 k4s2 on 4x4 at batch 16 (256 positions, 128 KiB each) 1.55x /
+# 1.5x faster, 512 -> 256 on 8x8 at batch 4 (256, 32 KiB each) 1.05-1.08x, on one
+# 16x16 map (256, 32 KiB) level; at batch 32 on 4x4 (512 positions, 64 KiB each) and
+# 8 on 8x8 (512, 16 KiB) level; 256 -> 128 on 16x16 (256, 8 KiB) 0.87x / 0.77x.
+COL2IM_MAX_STACKED_POSITIONS = 256
+COL2IM_STACKED_WEIGHT_BYTES = 32 << 10
 COL2IM_MIN_WEIGHT_BYTES = 512 << 10
 COL2IM_MIN_WEIGHT_BYTES_PER_POSITION = 8 << 10
 # Its products over the layer's multiply-adds (those reaching the output), at most.
@@ -577,7 +585,8 @@ def col2im_route(problem, decision):
     (col2im copies it whole), and at most COL2IM_MAX_CROPPED times the
     layer's multiply-adds in products (pads crop the products of edge taps: a kernel
     far longer than the input must not cost its length).  Positions count every
-    image's (col2im_positions)."""
+    image's (col2im_positions); up to COL2IM_MAX_STACKED_POSITIONS of them where each
+    has COL2IM_STACKED_WEIGHT_BYTES of weights."""
     positions = col2im_positions(problem)
     weight_bytes = (problem.group * problem.cg * problem.mg
                     * math.prod(problem.geometry.kernel_shape) * problem.dtype.itemsize)
@@ -591,7 +600,10 @@ def col2im_route(problem, decision):
     input_bytes = problem.batch * problem.group * problem.cg * positions * problem.dtype.itemsize
     return (problem.transpose and problem.dtype in (np.float32, np.float64)
             and decision.engine == "gemm" and decision.kernel_set != "blas"
-            and not winograd_route(problem, decision) and overlapping and positions <= COL2IM_MAX_POSITIONS
+            and not winograd_route(problem, decision) and overlapping
+            and (positions <= COL2IM_MAX_POSITIONS
+                 or positions <= COL2IM_MAX_STACKED_POSITIONS
+                 and weight_bytes >= COL2IM_STACKED_WEIGHT_BYTES * positions)
             and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES
             and weight_bytes >= COL2IM_MIN_WEIGHT_BYTES_PER_POSITION * positions
             and input_bytes <= COL2IM_MAX_INPUT_BYTES

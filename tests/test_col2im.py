@@ -178,8 +178,13 @@ def test_route(monkeypatch):
     cropped = ConvTranspose(output_shape=(12,))
     assert not _serves(cropped, (1, 256, 4), (256, 64, 256))
     # a batch stacks its images' positions (w read once): at most 144 of them
-    assert _serves(k4s2, (9, 512, 4, 4), (512, 256, 4, 4))           # 144 positions
-    assert not _serves(k4s2, (10, 512, 4, 4), (512, 256, 4, 4))
+    assert _serves(k4s2, (9, 256, 4, 4), (256, 128, 4, 4))           # 144 positions
+    assert not _serves(k4s2, (10, 256, 4, 4), (256, 128, 4, 4))      # 13 KiB per position
+    # ...and up to 256 where each position has 32 KiB of weights
+    assert _serves(k4s2, (16, 1024, 4, 4), (1024, 512, 4, 4))        # 256 x 128 KiB
+    assert _serves(k4s2, (4, 512, 8, 8), (512, 256, 4, 4))           # 256 x 32 KiB
+    assert not _serves(k4s2, (17, 1024, 4, 4), (1024, 512, 4, 4))    # 272 positions
+    assert not _serves(k4s2, (1, 256, 16, 16), (256, 128, 4, 4))     # 256 x 8 KiB
     assert _serves(ConvTranspose(strides=(8,), pads=(4, 4)), (4, 512, 32), (512, 256, 16))
     # an x whose copy would pass COL2IM_MAX_INPUT_BYTES keeps the GEMM engine
     assert _serves(k4s2, (1, 32768, 4, 4), (32768, 8, 4, 4))         # 2 MiB of x
