@@ -93,13 +93,14 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
                           Py_ssize_t first_column, Py_ssize_t columns, acc_t* product,
                           acc_t* panels) noexcept nogil:
     """product[p, j] = sum over c of x[c, p] w[c, first_column + j] for every
-    position p and j < columns, in whole panels (columns past ``columns`` sum
-    zeros).  Each K chunk of w's columns is first copied row by row (w read
-    once, front to back, with prefetch hints a few rows ahead) into panels
-    [panel][k][NR] that the kernels read from L2: read in place, each kernel step
-    would fetch a cache line of another row (rows a few KiB apart), and the calls
-    waited on memory.  (Hints for the next chunk spread over the kernel calls made
-    the call 1.1-1.2x slower.)"""
+    stacked position p and j < columns, in whole panels (columns past ``columns``
+    sum zeros).  Sets with gemm_stream kernels read whole panels of w in place
+    (streamed_products).  Otherwise each K chunk of w's columns is first copied
+    row by row (w read once, front to back, with prefetch hints a few rows ahead)
+    into panels [panel][k][NR] that the kernels read from L2: read in place by
+    the plain kernels, each kernel step would fetch a cache line of another row
+    (rows a few KiB apart) unhinted, and the calls waited on memory.  (Hints for
+    the next chunk spread over the kernel calls made the call 1.1-1.2x slower.)"""
     cdef Py_ssize_t blocks = (job.stacked + job.mr - 1) // job.mr
     cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
     cdef Py_ssize_t k0, depth, q, j, k, i, n, rows
