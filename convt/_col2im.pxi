@@ -52,41 +52,67 @@ cdef struct Col2imJob:
     Signals* signals
 
 
-cdef inline void col2im_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t depth,
+# The gemm entries a col2im kernel call takes: the set's gemm over panels (offsets
+# k NR), its half kernels over half panels (fixed weights, few positions), or its
+# gemm_stream over w's rows in place (offsets k w_row).  Each computes the same
+# arithmetic (kernel_set.h), so the choice never changes the bits.
+cdef enum:
+    PANEL_KERNEL = 0
+    HALF_KERNEL = 1
+    STREAM_KERNEL = 2
+
+
+cdef inline const void* kernel_entries(const Col2imJob* job, int kind) noexcept nogil:
+    """The address of the set's ``kind`` of gemm entries (for 1 .. MR rows), in the
+    job's accumulation type: chosen once per work item, not per kernel call."""
+    if job.doubles:
+        if kind == STREAM_KERNEL:
+            return <const void*>job.kernels_f64.gemm_stream
+        if kind == HALF_KERNEL:
+            return <const void*>job.kernels_f64.half
+        return <const void*>job.kernels_f64.gemm
+    if kind == STREAM_KERNEL:
+        return <const void*>job.kernels_f32.gemm_stream
+    if kind == HALF_KERNEL:
+        return <const void*>job.kernels_f32.half
+    return <const void*>job.kernels_f32.gemm
+
+
+cdef inline void col2im_kernel(const Col2imJob* job, const void* entries,
+                               const Py_ssize_t* offsets, Py_ssize_t rows, Py_ssize_t depth,
                                const acc_t* a, const acc_t* b, acc_t* c,
                                bint accumulate) noexcept nogil:
+    """One call of ``entries``' kernel for ``rows`` rows (see kernel_entries)."""
     if acc_t is float:
-        job.kernels_f32.gemm[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
-                                       accumulate, NULL)
+        (<const convt_gemm_f32*>entries)[rows - 1](depth, job.block, a, b, offsets, c, job.ldc,
+                                                   accumulate, NULL)
     else:
-        job.kernels_f64.gemm[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
-                                       accumulate, NULL)
+        (<const convt_gemm_f64*>entries)[rows - 1](depth, job.block, a, b, offsets, c, job.ldc,
+                                                   accumulate, NULL)
 
 
-cdef inline void col2im_fixed_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t depth,
-                                     const acc_t* a, const acc_t* b, acc_t* c,
-                                     bint accumulate) noexcept nogil:
-    """col2im_kernel over job.panel positions: the half kernels where that is nr / 2."""
-    if job.panel == job.nr:
-        col2im_kernel(job, rows, depth, a, b, c, accumulate)
-    elif acc_t is float:
-        job.kernels_f32.half[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
-                                       accumulate, NULL)
-    else:
-        job.kernels_f64.half[rows - 1](depth, job.block, a, b, job.panel_offsets, c, job.ldc,
-                                       accumulate, NULL)
-
-
-cdef inline void col2im_stream_kernel(const Col2imJob* job, Py_ssize_t rows, Py_ssize_t depth,
-                                      const acc_t* a, const acc_t* b, acc_t* c,
-                                      bint accumulate) noexcept nogil:
-    """col2im_kernel with B rows read in place from w (rows w_row apart)."""
-    if acc_t is float:
-        job.kernels_f32.gemm_stream[rows - 1](depth, job.block, a, b, job.row_offsets, c,
-                                              job.ldc, accumulate, NULL)
-    else:
-        job.kernels_f64.gemm_stream[rows - 1](depth, job.block, a, b, job.row_offsets, c,
-                                              job.ldc, accumulate, NULL)
+cdef void copy_panels(const Col2imJob* job, const acc_t* source, Py_ssize_t rows_left,
+                      Py_ssize_t columns, Py_ssize_t depth, acc_t* panels) noexcept nogil:
+    """Rows [0, depth) of w's ``columns`` from ``source`` (rows w_row apart, ``rows_left``
+    of them in w from there) into panels [panel][k][NR], zeros past ``columns``,
+    hinting the row COL2IM_PREFETCH_ROWS ahead (one hint per NR elements: a line)."""
+    cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
+    cdef Py_ssize_t k, q, i, n
+    cdef const acc_t* row
+    cdef acc_t* target
+    cdef bint ahead
+    for k in range(depth):
+        row = source + k * job.w_row
+        ahead = k + COL2IM_PREFETCH_ROWS < rows_left
+        for q in range(count):
+            if ahead:
+                convt_prefetch(row + COL2IM_PREFETCH_ROWS * job.w_row + q * job.nr)
+            target = panels + (q * depth + k) * job.nr
+            n = min(job.nr, columns - q * job.nr)
+            for i in range(n):  # a loop the compiler vectorises: no call per line
+                target[i] = row[q * job.nr + i]
+            for i in range(n, job.nr):
+                target[i] = 0
 
 
 cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_group,
@@ -94,65 +120,37 @@ cdef void col2im_products(const Col2imJob* job, const acc_t* x_blocks, const acc
                           acc_t* panels) noexcept nogil:
     """product[p, j] = sum over c of x[c, p] w[c, first_column + j] for every
     stacked position p and j < columns, in whole panels (columns past ``columns``
-    sum zeros).  Sets with gemm_stream kernels read whole panels of w in place
-    (streamed_products).  Otherwise each K chunk of w's columns is first copied
-    row by row (w read once, front to back, with prefetch hints a few rows ahead)
-    into panels [panel][k][NR] that the kernels read from L2: read in place by
-    the plain kernels, each kernel step would fetch a cache line of another row
-    (rows a few KiB apart) unhinted, and the calls waited on memory.  (Hints for
-    the next chunk spread over the kernel calls made the call 1.1-1.2x slower.)"""
+    sum zeros), K chunk by K chunk.  Sets with gemm_stream kernels read w's rows in
+    place where the columns fill whole panels (a partial last panel would read past
+    the item's columns, and past w's end on its last row): the same kernel calls on
+    the same values, so the same bits, without a copy.  Otherwise each chunk of w's
+    columns is first copied row by row (w read once, front to back, with prefetch
+    hints a few rows ahead) into panels [panel][k][NR] that the kernels read from
+    L2: read in place by the plain kernels, each kernel step would fetch a cache
+    line of another row (rows a few KiB apart) unhinted, and the calls waited on
+    memory.  (Hints for the next chunk spread over the kernel calls made the call
+    1.1-1.2x slower.)"""
     cdef Py_ssize_t blocks = (job.stacked + job.mr - 1) // job.mr
     cdef Py_ssize_t count = (columns + job.nr - 1) // job.nr
-    cdef Py_ssize_t k0, depth, q, j, k, i, n, rows
-    cdef const acc_t* source
-    cdef acc_t* target
-    cdef bint ahead
-    # whole panels of w's columns: read in place (a partial last panel would read
-    # past the item's columns, and past w's end on its last row)
-    if job.row_offsets != NULL and columns % job.nr == 0:
-        streamed_products(job, x_blocks, w_group + first_column, count, product)
-        return
+    cdef bint in_place = job.row_offsets != NULL and columns % job.nr == 0
+    cdef const void* entries = kernel_entries(job, STREAM_KERNEL if in_place else PANEL_KERNEL)
+    cdef const Py_ssize_t* offsets = job.row_offsets if in_place else job.panel_offsets
+    cdef Py_ssize_t k0, depth, q, j, rows
+    cdef const acc_t* b
     k0 = 0
     while k0 < job.cg:
         depth = min(job.depth_chunk, job.cg - k0)
-        for k in range(depth):
-            source = w_group + (k0 + k) * job.w_row + first_column
-            ahead = k0 + k + COL2IM_PREFETCH_ROWS < job.cg
-            for q in range(count):
-                if ahead:  # one hint per cache line (NR elements are 64 bytes)
-                    convt_prefetch(source + COL2IM_PREFETCH_ROWS * job.w_row + q * job.nr)
-                target = panels + (q * depth + k) * job.nr
-                n = min(job.nr, columns - q * job.nr)
-                for i in range(n):  # a loop the compiler vectorises: no call per line
-                    target[i] = source[q * job.nr + i]
-                for i in range(n, job.nr):
-                    target[i] = 0
+        if not in_place:
+            copy_panels(job, w_group + k0 * job.w_row + first_column, job.cg - k0, columns,
+                        depth, panels)
         for q in range(count):
+            b = (w_group + k0 * job.w_row + first_column + q * job.nr if in_place
+                 else panels + q * depth * job.nr)
             for j in range(blocks):
                 rows = min(job.mr, job.stacked - j * job.mr)
-                col2im_kernel(job, rows, depth, x_blocks + j * job.mr * job.cg + k0 * rows,
-                              panels + q * depth * job.nr,
+                col2im_kernel(job, entries, offsets, rows, depth,
+                              x_blocks + j * job.mr * job.cg + k0 * rows, b,
                               product + j * job.mr * job.ldc + q * job.nr, k0 > 0)
-        k0 = k0 + depth
-
-
-cdef void streamed_products(const Col2imJob* job, const acc_t* x_blocks, const acc_t* w_columns,
-                           Py_ssize_t count, acc_t* product) noexcept nogil:
-    """col2im_products' sums over ``count`` whole panels of w's columns from
-    ``w_columns`` on, the B rows read in place by the gemm_stream kernels: the
-    same kernel calls on the same values in the same order (K chunks, panels, row
-    blocks), so the same bits, without the copy."""
-    cdef Py_ssize_t blocks = (job.stacked + job.mr - 1) // job.mr
-    cdef Py_ssize_t k0 = 0
-    cdef Py_ssize_t depth, q, j, rows
-    while k0 < job.cg:
-        depth = min(job.depth_chunk, job.cg - k0)
-        for q in range(count):
-            for j in range(blocks):
-                rows = min(job.mr, job.stacked - j * job.mr)
-                col2im_stream_kernel(job, rows, depth, x_blocks + j * job.mr * job.cg + k0 * rows,
-                                     w_columns + k0 * job.w_row + q * job.nr,
-                                     product + j * job.mr * job.ldc + q * job.nr, k0 > 0)
         k0 = k0 + depth
 
 
@@ -238,6 +236,8 @@ cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
     cdef const acc_t* blocks = (<const acc_t*>job.made
                                 + (group * job.mg + first) * job.taps * job.cg)
     cdef Py_ssize_t j0, rows, k0, depth, p, image
+    cdef const void* entries = kernel_entries(job, PANEL_KERNEL if job.panel == job.nr
+                                              else HALF_KERNEL)
     cdef const acc_t* a
     if stopped(job.signals, slot):
         return
@@ -249,9 +249,9 @@ cdef void col2im_item_fixed(const Col2imJob* job, Py_ssize_t index, int slot,
         while k0 < job.cg:
             depth = min(job.depth_chunk, job.cg - k0)
             for p in range(job.ldc // job.panel):  # the panels of positions
-                col2im_fixed_kernel(job, rows, depth, a + k0 * rows,
-                                    x_panels + (p * job.cg + k0) * job.panel,
-                                    product + j0 * job.ldc + p * job.panel, k0 > 0)
+                col2im_kernel(job, entries, job.panel_offsets, rows, depth, a + k0 * rows,
+                              x_panels + (p * job.cg + k0) * job.panel,
+                              product + j0 * job.ldc + p * job.panel, k0 > 0)
             k0 = k0 + depth
         j0 = j0 + rows
     for image in range(job.batch):  # product column image * positions + p

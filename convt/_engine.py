@@ -230,12 +230,13 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     batch, channels = x.shape[:2]
     if batch == 0 or y.shape[1] == 0 or channels // group == 0:
         return None
-    fold = folds_batch(geometry, batch) and not _col2im_stacks(
-        x, w, y, geometry, group, transpose, engine, backend, overrides)
+    problem = problem_of(x, w, y, geometry, group, transpose)
+    fold = folds_batch(geometry, batch) and not (
+        engine is None and not overrides and _col2im_serves_unfolded(problem, backend))
     if fold:
         x, w, y = folded(x, w, y)
         geometry = folded_geometry(geometry, batch)
-    problem = problem_of(x, w, y, geometry, group, transpose)
+        problem = problem_of(x, w, y, geometry, group, transpose)
     _dispatch.check_work(problem.multiply_adds())  # before planning: it is counted, not listed
     planes = engine is None and not overrides and _dispatch.plane_route(problem)
     channels_last = (engine is None and not planes
@@ -260,15 +261,13 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
                 channels_last, winograd, plane, col2im, streamed)
 
 
-def _col2im_stacks(x, w, y, geometry, group, transpose, engine, backend, overrides):
-    """Whether col2im serves the call unfolded (its images' positions stacked, w read
-    once per call), which batched 1-D calls then keep: a folded call would run the
-    GEMM engine, which reads w three times (a vocoder's 4 x 512 -> 256 k16 s8 on 32
-    positions)."""
-    if engine is not None or overrides or not transpose:
-        return False
-    problem = problem_of(x, w, y, geometry, group, transpose)
-    return _dispatch.col2im_route(problem, execution(problem, engine, backend).decision)
+def _col2im_serves_unfolded(problem, backend=None):
+    """Whether col2im serves the batched ``problem`` as it is (its images' positions
+    stacked, w read once per call), which batched 1-D calls then keep rather than
+    fold: a folded call would run the GEMM engine, which reads w three times (a
+    vocoder's 4 x 512 -> 256 k16 s8 on 32 positions)."""
+    return problem.transpose and _dispatch.col2im_route(
+        problem, execution(problem, None, backend).decision)
 
 
 def channels_last_views(x_shape, y_shape, dtype):
@@ -793,8 +792,7 @@ def explain(layer, x_shape, w_shape, dtype=None):
 
     problem = problem_of_shape(geometry, batch)
     # as prepare does: batched 1-D calls fold unless col2im serves them unfolded
-    if folds_batch(geometry, batch) and not (
-            transpose and _dispatch.col2im_route(problem, execution(problem).decision)):
+    if folds_batch(geometry, batch) and not _col2im_serves_unfolded(problem):
         geometry, batch = folded_geometry(geometry, batch), 1
         problem = problem_of_shape(geometry, batch)
     planes = _dispatch.plane_route(problem)
