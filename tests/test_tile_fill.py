@@ -53,3 +53,39 @@ def test_row_groups_of_one_tile_share_its_fill(name, engine, chunked, monkeypatc
         if first is None:
             first = y
         np.testing.assert_array_equal(y, first)
+
+
+# inputs of more than 256 KiB per group (FILL_HINT_MIN_BYTES in convt/_tiles.pxi):
+# the fill hints each next channel's rows while it copies, also where channels run
+# backwards in memory (the hints then point at lower addresses) and where the
+# channels of a K chunk end before the group's (the last channel hints the next
+# chunk's first)
+LARGE_CASES = {
+    "stride2": ((1, 48, 44, 44), (24, 48, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    "stride1": ((1, 40, 48, 48), (16, 40, 3, 3), dict(pads=(1, 1, 1, 1))),
+    "stride3_1d": ((1, 64, 1100), (8, 64, 5), dict(strides=(3,), pads=(2, 2))),
+}
+
+
+@pytest.mark.parametrize("layout", ["c_order", "channels_reversed"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["one_chunk", "k_chunks"])
+@pytest.mark.parametrize("name", sorted(LARGE_CASES))
+def test_large_inputs_fill_with_hints_exactly(name, chunked, layout, monkeypatch):
+    x_shape, w_shape, params = LARGE_CASES[name]
+    if chunked:
+        monkeypatch.setattr(_dispatch, "MAX_DEPTH", 4 * int(np.prod(w_shape[2:])))
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    assert x[0].nbytes >= 256 * 1024
+    if layout == "channels_reversed":
+        x = np.ascontiguousarray(x[:, ::-1])[:, ::-1]  # same values, channel stride < 0
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    stacks = explain(Conv(**params), x, w).plan.stacks
+    assert (stacks["chunk"].min() < x.shape[1]) == chunked
+    first = None
+    for threads in (1, 2):
+        y = Conv(num_threads=threads, **params).apply(x, w)
+        assert_conv_matches_reference(y, x, w, **params)
+        if first is None:
+            first = y
+        np.testing.assert_array_equal(y, first)
