@@ -183,8 +183,8 @@ cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, a
 
     Each channel's rows are a short run of a plane that x's size keeps beyond L2
     (ResNet's k3s2 layer: 1.6 MiB), too short for the prefetchers to catch up: the
-    same rows of the channel ``next_channel`` bytes further on (0: none) get cache
-    hints meanwhile.  On 1 Zen 4 core the copy's share of that layer's call fell
+    same rows of the channel ``next_channel`` bytes further on (0: none; x's last
+    axis is then contiguous, see fill_planes) get cache hints meanwhile.  On 1 Zen 4 core the copy's share of that layer's call fell
     from 7.6% to 3.6% of the samples, and k3s2 layers over 112x112 and 32^3 ran
     2-5% faster (B N N B); 2 cores, whose copies share L3, moved within the noise."""
     cdef int last = g.problem.ndim - 1
@@ -199,15 +199,15 @@ cdef void fill_channel_rows(const Gemm* g, const GemmStack* stack, acc_t* dst, a
                               decimation * (x_origin + row_stride) + residue) * item_size
     cdef Py_ssize_t r, row_index, byte
     cdef const char* row
-    if g.ops.x_strides[2 + last] != 1:
-        next_channel = 0
+    if end <= first:
+        next_channel = 0  # the run reads only padding
     for r in range(rows):
         row_index = input_row(g, y_origin + r, residues)
         if row_index < 0:
             zero_planes(dst, odd_dst, 0, 1, r * row_stride, row_stride)
             continue
         row = element(x_plane, row_index * g.ops.x_strides[1 + last], g.storage.type)
-        if next_channel and end > first:
+        if next_channel:
             byte = first
             while byte < end:
                 convt_prefetch(row + next_channel + byte)
@@ -256,8 +256,10 @@ cdef void fill_planes(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef Py_ssize_t channel_step = g.ops.x_strides[1]
     cdef Py_ssize_t lead_planes = 1
     cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index, combos, next_channel
-    cdef bint hinted = (g.problem.cg * channel_step * convt_itemsize(storage)
-                        >= FILL_HINT_MIN_BYTES)
+    # fill_channel_rows hints the next channel's rows: inputs of contiguous rows
+    # beyond FILL_HINT_MIN_BYTES per group
+    cdef bint hinted = (g.ops.x_strides[2 + last] == 1 and g.problem.cg * channel_step
+                        * convt_itemsize(storage) >= FILL_HINT_MIN_BYTES)
     cdef const Py_ssize_t* residues
     cdef const char* row
     cdef int a, pairing
