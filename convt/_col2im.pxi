@@ -287,9 +287,11 @@ cdef int set_col2im_job(Col2imJob* job, str family, y, table, b, Py_ssize_t grou
     return 0
 
 
-cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
+cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads, workspaces):
     """Run every work item on ``num_threads`` pool threads, each with job.per_thread
-    elements of workspace (64-byte aligned), and raise if the call was stopped."""
+    elements of workspace (64-byte aligned, lent by ``workspaces``, convt._workspace:
+    a few hundred KiB a thread, which a fresh array would fault in on every call),
+    and raise if the call was stopped."""
     cdef int threads = max(1, num_threads)
     cdef Signals signals = signals_for_this_call()
     cdef Py_ssize_t items = job.groups * job.runs
@@ -300,12 +302,73 @@ cdef run_col2im(Col2imJob* job, Py_ssize_t item, int num_threads):
     if job.w != NULL and (job.kernels_f64.flags if job.doubles
                           else job.kernels_f32.flags) & CONVT_SET_STREAM_B:
         job.row_offsets = <const Py_ssize_t*>data_of(row_offsets)
-    workspace = np.empty(threads * job.per_thread * item + 64, dtype=np.uint8)
-    job.workspace = aligned_data(workspace)
-    job.signals = &signals
-    with nogil:
-        convt_run(col2im_task, job, items, threads)
+    workspace, loan = workspaces.lend((threads * job.per_thread * item + 64,), np.uint8)
+    try:
+        job.workspace = aligned_data(workspace)
+        job.signals = &signals
+        with nogil:
+            convt_run(col2im_task, job, items, threads)
+    finally:
+        workspaces.give_back(loan)
     raise_if_stopped(&signals)
+
+
+def col2im_pack_positions(x, Py_ssize_t groups, Py_ssize_t width, bint padded, out):
+    """Copy x (N, C, P), positions at unit stride, into ``out`` (G, Cg * L) C-contiguous:
+    per group, its images' N P positions stacked, image after image, in blocks of
+    ``width`` positions, [block][Cg][positions of the block].  ``padded``: every
+    block holds ``width`` (L the next multiple of it), zeros past the N P positions
+    (the panels of convt._col2im.input_panels); else the last block holds the rest
+    (L = N P: the row blocks of packed_input).  Values are copied as bits."""
+    cdef Py_ssize_t item = out.dtype.itemsize
+    if (x.ndim != 3 or out.ndim != 2 or x.dtype != out.dtype or item not in (4, 8)
+            or groups < 1 or width < 1 or x.shape[1] % groups
+            or (x.strides[2] != item and x.shape[2] > 1)
+            or x.strides[0] % item or x.strides[1] % item or not out.flags.c_contiguous
+            or not out.flags.writeable or out.shape[0] != groups):
+        raise ValueError("col2im_pack_positions: inconsistent operands")
+    cdef Py_ssize_t batch = x.shape[0], cg = x.shape[1] // groups, positions = x.shape[2]
+    cdef Py_ssize_t stacked = batch * positions
+    cdef Py_ssize_t length = (stacked + width - 1) // width * width if padded else stacked
+    if out.shape[1] != cg * length:
+        raise ValueError("col2im_pack_positions: out holds the wrong number of values")
+    cdef Py_ssize_t image_stride = x.strides[0] // item, channel_stride = x.strides[1] // item
+    cdef const char* source = <const char*>data_of(x)
+    cdef char* to = <char*>data_of(out)
+    cdef Py_ssize_t g, first, rows, c, i, s, n, p, at = 0
+    with nogil:
+        for g in range(groups):
+            first = 0
+            while first < stacked:
+                rows = min(width, stacked - first)
+                for c in range(cg):
+                    # positions first .. first + rows - 1 of the stack, across images
+                    s = 0
+                    while s < rows:
+                        n = (first + s) // positions
+                        p = (first + s) - n * positions
+                        i = min(rows - s, positions - p)  # the run within image n
+                        copy_bits(to + at * item, source + (n * image_stride
+                                  + (g * cg + c) * channel_stride + p) * item, i, item)
+                        at = at + i
+                        s = s + i
+                    if padded and rows < width:
+                        memset(to + at * item, 0, (width - rows) * item)
+                        at = at + width - rows
+                first = first + rows
+
+
+cdef inline void copy_bits(char* to, const char* source, Py_ssize_t count,
+                           Py_ssize_t item) noexcept nogil:
+    """Copy ``count`` values of ``item`` (4 or 8) bytes: short runs of a few values,
+    element by element (a memcpy call per run costs more than the copy)."""
+    cdef Py_ssize_t i
+    if item == 8:
+        for i in range(count):
+            (<uint64_t*>to)[i] = (<const uint64_t*>source)[i]
+    else:
+        for i in range(count):
+            (<uint32_t*>to)[i] = (<const uint32_t*>source)[i]
 
 
 def col2im_make_blocks(w, Py_ssize_t mr, Py_ssize_t run, Py_ssize_t taps):
@@ -346,7 +409,7 @@ def col2im_make_blocks(w, Py_ssize_t mr, Py_ssize_t run, Py_ssize_t taps):
 
 def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssize_t cg,
                                 Py_ssize_t run, Py_ssize_t depth_chunk, Py_ssize_t block,
-                                int num_threads):
+                                int num_threads, workspaces):
     """col2im_conv_transpose for fixed weights: ``x_panels`` (G, L / NR, Cg, NR)
     holds each group's x, its images' positions stacked (N P of them), in panels of
     the set's NR positions (or NR / 2, run by its half kernels), zero past the N P
@@ -379,11 +442,12 @@ def col2im_conv_transpose_fixed(str family, x_panels, made, b, y, table, Py_ssiz
     # per thread: the transposed product, whole blocks of MR columns x ldc positions
     product = (run * job.taps + job.mr - 1) // job.mr * job.mr * job.ldc
     job.per_thread = (product + 16) // 16 * 16
-    run_col2im(&job, item, num_threads)
+    run_col2im(&job, item, num_threads, workspaces)
 
 
 def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
-                          Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads):
+                          Py_ssize_t depth_chunk, Py_ssize_t block, int num_threads,
+                          workspaces):
     """Fill ``y`` (N, M, plane) with ConvTranspose(x, w, b) by col2im on
     ``num_threads`` pool threads: ``packed_x`` (G, Cg * N P) holds each group's x,
     its images' positions stacked, as row blocks of the set's MR positions
@@ -391,8 +455,9 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     is (G, Cg, Mg * taps) with unit column stride, ``table`` (P, taps) the output
     index in a plane of each position's tap (-1: outside), b (M,) contiguous or
     None; ``run`` output channels per work item, ``depth_chunk`` input channels per
-    kernel call and per copy of w's panels, ``block`` the blocked-sum steps.  All of one dtype, float32 or
-    float64."""
+    kernel call and per copy of w's panels, ``block`` the blocked-sum steps,
+    ``workspaces`` what lends the threads' workspace (convt._workspace).  All of one
+    dtype, float32 or float64."""
     cdef Col2imJob job
     cdef Py_ssize_t item = y.dtype.itemsize
     cdef Py_ssize_t product
@@ -413,4 +478,4 @@ def col2im_conv_transpose(str family, packed_x, w, b, y, table, Py_ssize_t run,
     # per thread: the product (whole row blocks x ldc), then 64-byte aligned panels of w
     product = (job.stacked + job.mr - 1) // job.mr * job.mr * job.ldc
     job.per_thread = ((product + 15) // 16 * 16 + job.depth_chunk * job.ldc + 16) // 16 * 16
-    run_col2im(&job, item, num_threads)
+    run_col2im(&job, item, num_threads, workspaces)

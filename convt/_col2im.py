@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _weight_cache
+from . import _dispatch, _weight_cache, _workspace
 from ._compiled import load
 
 
@@ -106,22 +106,26 @@ def plan(problem, decision):
                      * problem.batch, table)
 
 
-def _stacked(x, group):
-    """x (N, C, spatial...) as (G, Cg, N P): per group and channel, every image's
-    positions, image after image."""
+def _positions(x):
+    """x (N, C, spatial...) as (N, C, P) with unit position stride (a view where
+    x's spatial axes allow it, else a C-order copy)."""
     batch, channels = x.shape[:2]
-    positions = math.prod(x.shape[2:])
-    xt = x.reshape(batch, group, channels // group, positions).transpose(1, 2, 0, 3)
-    return xt.reshape(group, channels // group, batch * positions)
+    flat = x.reshape(batch, channels, -1)
+    if flat.strides[2] != x.itemsize and flat.shape[2] > 1:
+        flat = np.ascontiguousarray(flat)
+    return flat
 
 
-def packed_input(x, group, mr):
+def packed_input(x, group, mr, out=None):
     """x (N, C, spatial...) as (G, Cg * N P): per group, its images' positions stacked
-    in row blocks of ``mr`` ([block][Cg][rows of the block])."""
-    stacked = _stacked(x, group)
-    blocks = [np.ascontiguousarray(stacked[..., start:start + mr]).reshape(group, -1)
-              for start in range(0, stacked.shape[2], mr)]
-    return np.ascontiguousarray(np.concatenate(blocks, axis=1))
+    in row blocks of ``mr`` ([block][Cg][rows of the block]); into ``out`` when given
+    (C-contiguous, of that shape and x's dtype)."""
+    flat = _positions(x)
+    batch, channels, positions = flat.shape
+    if out is None:
+        out = np.empty((group, channels // group * batch * positions), x.dtype)
+    load().col2im_pack_positions(flat, group, mr, False, out)
+    return out
 
 
 def run(col2im, x, w, b, y, group, threads):
@@ -144,32 +148,43 @@ def run(col2im, x, w, b, y, group, threads):
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
     planes = target.reshape(batch, y.shape[1], -1)
     fixed = _weight_cache.fixed_weights_of(grouped)
+    stacked = batch * math.prod(x.shape[2:])
     if fixed is not None:
-        load().col2im_conv_transpose_fixed(
-            col2im.family, input_panels(x, group, col2im.fixed_nr),
-            made_blocks(col2im, grouped, fixed),
-            bias, planes, col2im.table, channels // group, col2im.run, col2im.depth_chunk,
-            col2im.sum_block, threads)
+        shape = (group, -(-stacked // col2im.fixed_nr), channels // group, col2im.fixed_nr)
     else:
-        load().col2im_conv_transpose(col2im.family, packed_input(x, group, col2im.mr), grouped,
-                                     bias, planes, col2im.table, col2im.run, col2im.depth_chunk,
-                                     col2im.sum_block, threads)
+        shape = (group, channels // group * stacked)
+    x_packed, loan = _workspace.lend(shape, dtype)  # (a fresh array would fault in)
+    try:
+        if fixed is not None:
+            load().col2im_conv_transpose_fixed(
+                col2im.family, input_panels(x, group, col2im.fixed_nr, x_packed),
+                made_blocks(col2im, grouped, fixed),
+                bias, planes, col2im.table, channels // group, col2im.run, col2im.depth_chunk,
+                col2im.sum_block, threads, _workspace)
+        else:
+            load().col2im_conv_transpose(
+                col2im.family, packed_input(x, group, col2im.mr, x_packed), grouped,
+                bias, planes, col2im.table, col2im.run, col2im.depth_chunk,
+                col2im.sum_block, threads, _workspace)
+    finally:
+        _workspace.give_back(loan)
     if target is not y:
         y[...] = target
     return True
 
 
-def input_panels(x, group, nr):
+def input_panels(x, group, nr, out=None):
     """x (N, C, spatial...) as (G, L / nr, Cg, nr): per group, its images' N P
     positions stacked in panels of ``nr`` ([panel][channel][position]), zeros past
     them (L: the next multiple of nr), so that a kernel call reads one contiguous
-    panel."""
-    stacked = _stacked(x, group)
-    group, cg, positions = stacked.shape
-    panels = -(-positions // nr)
-    rows = np.zeros((group, cg, panels * nr), dtype=x.dtype)
-    rows[..., :positions] = stacked
-    return np.ascontiguousarray(rows.reshape(group, cg, panels, nr).transpose(0, 2, 1, 3))
+    panel; into ``out`` when given (C-contiguous, of that shape and x's dtype)."""
+    flat = _positions(x)
+    batch, channels, positions = flat.shape
+    panels = -(-batch * positions // nr)
+    if out is None:
+        out = np.empty((group, panels, channels // group, nr), x.dtype)
+    load().col2im_pack_positions(flat, group, nr, True, out.reshape(group, -1))
+    return out
 
 
 def made_blocks(col2im, grouped, fixed):

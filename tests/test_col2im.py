@@ -143,6 +143,50 @@ def test_each_output_is_written_once_and_nothing_past_it():
     assert relative_error(out, _exact(layer, x, w, b)) < 2e-6
 
 
+def _stacked_by_numpy(x, group):
+    """x (N, C, spatial...) as (G, Cg, N P), written from the layout's definition."""
+    batch, channels = x.shape[:2]
+    xt = x.reshape(batch, group, channels // group, -1).transpose(1, 2, 0, 3)
+    return xt.reshape(group, channels // group, -1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, group, width", [
+    ((1, 6, 4, 4), 1, 8), ((3, 8, 5), 2, 8), ((2, 12, 3, 3), 4, 12), ((5, 4, 7), 1, 16),
+    ((1, 3, 1, 1), 1, 8), ((4, 6, 2, 2, 2), 3, 6)])
+@pytest.mark.parametrize("layout", ["C order", "channels last", "strided positions",
+                                    "reversed channels"])
+def test_packed_positions_match_their_definition(dtype, x_shape, group, width, layout):
+    """The compiled packing of x (row blocks for apply, zero-padded panels for bound
+    layers) against the layouts built with NumPy, bit for bit (NaN payloads too),
+    from views of any layout."""
+    rng = np.random.default_rng(7)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    if layout == "strided positions":
+        big = rng.integers(0, np.iinfo(bits).max, x_shape[:2] + tuple(2 * d for d in x_shape[2:]),
+                           dtype=bits, endpoint=True).view(dtype)
+        x = big[(slice(None), slice(None)) + (slice(None, None, 2),) * (len(x_shape) - 2)]
+    else:
+        x = rng.integers(0, np.iinfo(bits).max, x_shape, dtype=bits, endpoint=True).view(dtype)
+        if layout == "channels last":
+            x = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 1, -1)), -1, 1)
+        elif layout == "reversed channels":
+            x = x[:, ::-1]
+    stacked = _stacked_by_numpy(x, group)
+    cg, positions = stacked.shape[1:]
+    starts = range(0, positions, width)
+    blocks = np.concatenate([stacked[..., s:s + width].reshape(group, -1) for s in starts], axis=1)
+    got = _col2im.packed_input(x, group, width)
+    assert got.shape == blocks.shape and got.dtype == dtype
+    np.testing.assert_array_equal(got.view(bits), blocks.view(bits))
+    padded = np.zeros((group, cg, len(starts) * width), dtype)
+    padded[..., :positions] = stacked
+    panels = padded.reshape(group, cg, len(starts), width).transpose(0, 2, 1, 3)
+    got = _col2im.input_panels(x, group, width)
+    assert got.shape == panels.shape and got.flags.c_contiguous
+    np.testing.assert_array_equal(got.view(bits), panels.view(bits))
+
+
 def test_targets_map_each_tap_to_its_output():
     layer = ConvTranspose(strides=(3, 2), pads=(1, 0, 2, 1), dilations=(1, 2))
     x_shape, w_shape = (1, 1, 2, 3), (1, 1, 2, 3)
