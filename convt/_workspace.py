@@ -1,7 +1,7 @@
 """Working memory of the engines' calls (per-thread tile buffers), kept for the next call.
 
-A GEMM, direct or Winograd call gives each thread a workspace: its tile buffers, up to
-a few MiB per thread.  A fresh ``np.empty`` of that size is, from glibc's mmap threshold
+A GEMM, direct, Winograd, depthwise-plane or col2im call gives each thread a workspace:
+its tile buffers, up to a few MiB per thread (col2im also packs x into a lent block).  A fresh ``np.empty`` of that size is, from glibc's mmap threshold
 (128 KiB at first) up, memory the C library maps for the call and unmaps after it, or
 heap memory it trims back to the system once enough lies free at the heap's top; which
 of these happens depends on everything the process allocated before.  Fresh pages cost
