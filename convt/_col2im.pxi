@@ -348,27 +348,14 @@ def col2im_pack_positions(x, Py_ssize_t groups, Py_ssize_t width, bint padded, o
                         n = (first + s) // positions
                         p = (first + s) - n * positions
                         i = min(rows - s, positions - p)  # the run within image n
-                        copy_bits(to + at * item, source + (n * image_stride
-                                  + (g * cg + c) * channel_stride + p) * item, i, item)
+                        memcpy(to + at * item, source + (n * image_stride
+                               + (g * cg + c) * channel_stride + p) * item, i * item)
                         at = at + i
                         s = s + i
                     if padded and rows < width:
                         memset(to + at * item, 0, (width - rows) * item)
                         at = at + width - rows
                 first = first + rows
-
-
-cdef inline void copy_bits(char* to, const char* source, Py_ssize_t count,
-                           Py_ssize_t item) noexcept nogil:
-    """Copy ``count`` values of ``item`` (4 or 8) bytes: short runs of a few values,
-    element by element (a memcpy call per run costs more than the copy)."""
-    cdef Py_ssize_t i
-    if item == 8:
-        for i in range(count):
-            (<uint64_t*>to)[i] = (<const uint64_t*>source)[i]
-    else:
-        for i in range(count):
-            (<uint32_t*>to)[i] = (<const uint32_t*>source)[i]
 
 
 def col2im_make_blocks(w, Py_ssize_t mr, Py_ssize_t run, Py_ssize_t taps):

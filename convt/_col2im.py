@@ -116,16 +116,29 @@ def _positions(x):
     return flat
 
 
+def _packed_shape(x_shape, group, width, padded):
+    """The shape of packed_input (``padded`` False) or input_panels (True) of an x of
+    ``x_shape`` in blocks of ``width`` positions."""
+    stacked = x_shape[0] * math.prod(x_shape[2:])
+    cg = x_shape[1] // group
+    if padded:
+        return (group, -(-stacked // width), cg, width)
+    return (group, cg * stacked)
+
+
+def _pack(x, group, width, padded, out):
+    """x packed by col2im_pack_positions into ``out`` (None: a new array)."""
+    if out is None:
+        out = np.empty(_packed_shape(x.shape, group, width, padded), x.dtype)
+    load().col2im_pack_positions(_positions(x), group, width, padded, out.reshape(group, -1))
+    return out
+
+
 def packed_input(x, group, mr, out=None):
     """x (N, C, spatial...) as (G, Cg * N P): per group, its images' positions stacked
     in row blocks of ``mr`` ([block][Cg][rows of the block]); into ``out`` when given
     (C-contiguous, of that shape and x's dtype)."""
-    flat = _positions(x)
-    batch, channels, positions = flat.shape
-    if out is None:
-        out = np.empty((group, channels // group * batch * positions), x.dtype)
-    load().col2im_pack_positions(flat, group, mr, False, out)
-    return out
+    return _pack(x, group, mr, False, out)
 
 
 def run(col2im, x, w, b, y, group, threads):
@@ -148,22 +161,20 @@ def run(col2im, x, w, b, y, group, threads):
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
     planes = target.reshape(batch, y.shape[1], -1)
     fixed = _weight_cache.fixed_weights_of(grouped)
-    stacked = batch * math.prod(x.shape[2:])
-    if fixed is not None:
-        shape = (group, -(-stacked // col2im.fixed_nr), channels // group, col2im.fixed_nr)
-    else:
-        shape = (group, channels // group * stacked)
-    x_packed, loan = _workspace.lend(shape, dtype)  # (a fresh array would fault in)
+    width = col2im.fixed_nr if fixed is not None else col2im.mr
+    # (a fresh array would be faulted in on every call)
+    x_packed, loan = _workspace.lend(_packed_shape(x.shape, group, width, fixed is not None),
+                                     dtype)
     try:
         if fixed is not None:
             load().col2im_conv_transpose_fixed(
-                col2im.family, input_panels(x, group, col2im.fixed_nr, x_packed),
+                col2im.family, input_panels(x, group, width, x_packed),
                 made_blocks(col2im, grouped, fixed),
                 bias, planes, col2im.table, channels // group, col2im.run, col2im.depth_chunk,
                 col2im.sum_block, threads, _workspace)
         else:
             load().col2im_conv_transpose(
-                col2im.family, packed_input(x, group, col2im.mr, x_packed), grouped,
+                col2im.family, packed_input(x, group, width, x_packed), grouped,
                 bias, planes, col2im.table, col2im.run, col2im.depth_chunk,
                 col2im.sum_block, threads, _workspace)
     finally:
@@ -178,13 +189,7 @@ def input_panels(x, group, nr, out=None):
     positions stacked in panels of ``nr`` ([panel][channel][position]), zeros past
     them (L: the next multiple of nr), so that a kernel call reads one contiguous
     panel; into ``out`` when given (C-contiguous, of that shape and x's dtype)."""
-    flat = _positions(x)
-    batch, channels, positions = flat.shape
-    panels = -(-batch * positions // nr)
-    if out is None:
-        out = np.empty((group, panels, channels // group, nr), x.dtype)
-    load().col2im_pack_positions(flat, group, nr, True, out.reshape(group, -1))
-    return out
+    return _pack(x, group, nr, True, out)
 
 
 def made_blocks(col2im, grouped, fixed):

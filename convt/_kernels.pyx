@@ -38,7 +38,7 @@ decompositions never depend on the thread count, so results are bitwise
 identical for every ``num_threads``.
 """
 
-from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdint cimport uint16_t
 from libc.string cimport memcmp, memcpy, memset
 
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
