@@ -258,7 +258,8 @@ cdef void fill_planes(const Gemm* g, const GemmStack* stack, const StackAxis* ax
     cdef Py_ssize_t channel, plane, rest, index, offset, r, row_index, combos, next_channel
     # fill_channel_rows hints the next channel's rows: inputs of contiguous rows
     # beyond FILL_HINT_MIN_BYTES per group
-    cdef bint hinted = (g.ops.x_strides[2 + last] == 1 and g.problem.cg * abs(channel_step)
+    cdef Py_ssize_t channel_distance = channel_step if channel_step >= 0 else -channel_step
+    cdef bint hinted = (g.ops.x_strides[2 + last] == 1 and g.problem.cg * channel_distance
                         * convt_itemsize(storage) >= FILL_HINT_MIN_BYTES)
     cdef const Py_ssize_t* residues
     cdef const char* row
