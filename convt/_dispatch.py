@@ -610,6 +610,47 @@ def col2im_route(problem, decision):
             and products <= COL2IM_MAX_CROPPED * problem.multiply_adds())
 
 
+# Conv by bands of output rows (convt._bands): 1-D and 2-D Conv whose last axis
+# is strided, float32 or float64, on the sets listed here (their gemm_t kernels
+# read a stride-2 row's positions at constant displacements), with a depth
+# (input channels per group x taps) of at least BAND_MIN_DEPTH, output channels
+# per group in whole vectors of the set's lanes and at least BAND_MIN_OUTPUTS of
+# them, kernel rows of at least BAND_MIN_TAPS taps and more than
+# TRANSPOSED_MAX_POSITIONS outputs per image (each band reads all the weights:
+# small maps, whose bands are few rows of few outputs, keep the GEMM engine).
+# On 2 Zen 4 cores (split 512-bit FMAs), bands against the GEMM engine, both
+# alternating call by call in one process, medians of the ratios, 1 / 2 threads:
+# 3x3 s2 128 -> 256 over 56x56 1.02x / 1.01x (float64 1.10x), 256 -> 512 over
+# 28x28 1.10x / 1.13x, 64 -> 128 over 112x112 1.0x / 1.04x, 64 -> 256 over
+# 56x56 1.03x; level: 1-D k4 s2 256 -> 256 over 4096, 7x7 s2 32 -> 64 over
+# 224x224 (0.99x); slower, so excluded: 1x1 s2 256 -> 512 over 56x56 0.85x,
+# 3x3 s2 512 -> 512 onto 7x7 0.89x.
+BAND_SETS = ("avx512",)
+BAND_MIN_TAPS = 3
+BAND_MIN_DEPTH = 256
+BAND_MIN_OUTPUTS = 32
+# A band's zero-padded input rows (per thread): they stay in L2 while every
+# vector of output channels reads them.
+BAND_BUFFER_BYTES = 256 * 1024
+
+
+def band_route(problem, decision):
+    """Whether a Conv runs by bands of output rows (convt._bands)."""
+    geometry = problem.geometry
+    if (problem.transpose or geometry.ndim not in (1, 2) or geometry.strides[-1] < 2
+            or problem.dtype not in (np.float32, np.float64)
+            or decision.engine != "gemm" or decision.kernel_set not in BAND_SETS
+            or problem.cg * math.prod(geometry.kernel_shape) < BAND_MIN_DEPTH
+            or problem.mg < BAND_MIN_OUTPUTS or geometry.kernel_shape[-1] < BAND_MIN_TAPS
+            or math.prod(geometry.output_shape) <= TRANSPOSED_MAX_POSITIONS):
+        return False
+    kernels = family_named(decision.kernel_set).kernel_set(decision.accumulation)
+    if not kernels.has(SET_TRANSPOSED) or problem.mg % kernels.nr:
+        return False
+    from ._bands import plan  # (the smallest band must fit the buffer budget)
+    return plan(problem, decision).buffer_bytes <= 2 * BAND_BUFFER_BYTES
+
+
 # Conv layers whose weights are read from w block by block during the call
 # (GemmEngine.run's stream_weights) rather than packed once and remembered: more
 # than STREAM_MIN_WEIGHT_BYTES of weights over at most STREAM_MAX_POSITIONS outputs
@@ -1383,7 +1424,7 @@ def _tuning():
             PLANE_CHANNELS_MIN_STRIDE, PLANE_CHANNELS_MIN_CHANNELS, PLANE_CHANNELS_BLOCK,
             PLANE_CHANNELS_MAX_BYTES,
             COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES,
-            COL2IM_PRODUCT_BYTES,
+            COL2IM_PRODUCT_BYTES, BAND_SETS, BAND_MIN_TAPS, BAND_MIN_DEPTH, BAND_MIN_OUTPUTS, BAND_BUFFER_BYTES,
             COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
             STREAM_MIN_WEIGHT_BYTES, STREAM_MIN_WEIGHT_BYTES_AVX512, STREAM_MAX_POSITIONS,

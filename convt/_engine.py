@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import (_col2im, _dispatch, _environ, _outputs, _planes, _records, _weight_cache,
+from . import (_bands, _col2im, _dispatch, _environ, _outputs, _planes, _records, _weight_cache,
                _winograd, _workspace)
 from ._compiled import load
 from ._geometry import Geometry
@@ -212,6 +212,7 @@ class Call:
     winograd: object = None      # convt._winograd.WinogradRun when Winograd serves the call
     plane: object = None         # convt._planes.PlaneRun when depthwise planes serve it
     col2im: object = None        # convt._col2im.Col2imRun when col2im serves it
+    bands: object = None         # convt._bands.BandRun when bands of output rows serve it
     streamed: bool = False       # the GEMM engine reads w as it goes (_dispatch.streams_weights)
 
 
@@ -253,12 +254,15 @@ def prepare(x, w, y, geometry, group, transpose=True, engine=None, backend=None,
     col2im = (_col2im.plan(problem, run.decision) if engine is None and not overrides
               and not fold and not channels_last
               and _dispatch.col2im_route(problem, run.decision) else None)
+    bands = (_bands.plan(problem, run.decision) if engine is None and not overrides
+             and not fold and not channels_last and winograd is None and not planes
+             and _dispatch.band_route(problem, run.decision) else None)
     w_strides = element_strides(_grouped_weight(w, group, channels, transpose))
     streamed = _dispatch.streams_weights(problem, run.decision, run.plan, w_strides)
     return Call(run, transpose, geometry, group, work_items(run.plan), x_strides, w_strides,
                 element_strides(y), readable_extent(x),
                 np.arange(channels // group, dtype=np.intp) * x_strides[1], fold, padding_taps,
-                channels_last, winograd, plane, col2im, streamed)
+                channels_last, winograd, plane, col2im, bands, streamed)
 
 
 def _col2im_serves_unfolded(problem, backend=None):
@@ -334,6 +338,11 @@ def execute(call, x, w, b, y, num_threads, backend=None):
         plane = call.plane
         threads = _dispatch.resolve_threads(num_threads, plane.work_items, plane.multiply_adds)
         _planes.run(plane, x, w, b, y, threads)
+        return result
+    if call.bands is not None:  # padding is multiplied: no taps to poison
+        bands = call.bands
+        threads = _dispatch.resolve_threads(num_threads, bands.work_items, bands.multiply_adds)
+        _bands.run(bands, x, w, b, y, call.geometry, call.group, threads)
         return result
     if call.winograd is not None:
         winograd = call.winograd
@@ -432,8 +441,8 @@ def repeated(call, num_threads, slow, x, w, y):
         if not _planes.kernels_contiguous(w):
             return None  # (convt._planes.run copies such weights)
         return load().RepeatedPlanes(slow, call, _HOOKS, tuple(y.shape), y.dtype, num_threads)
-    if (call.winograd is not None or call.col2im is not None or call.fold or call.channels_last
-            or call.padding_taps):
+    if (call.winograd is not None or call.col2im is not None or call.bands is not None
+            or call.fold or call.channels_last or call.padding_taps):
         return None
     run = call.run
     if (run.decision.engine != "gemm" or run.decision.kernel_set == "blas"
@@ -647,6 +656,7 @@ class Explanation:
     plane: object = None  # convt._planes.PlaneRun when depthwise planes serve the call
     col2im: object = None  # convt._col2im.Col2imRun when col2im serves the call
     streamed: bool = False  # the GEMM engine reads w as it goes (_dispatch.streams_weights)
+    bands: object = None  # convt._bands.BandRun when bands of output rows serve the call
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -681,6 +691,8 @@ class Explanation:
             lines.append(f"  {_planes.describe(self.plane)} (instead of the engine below)")
         if self.col2im is not None:
             lines.append(f"  {_col2im.describe(self.col2im)} (instead of the engine below)")
+        if self.bands is not None:
+            lines.append(f"  {_bands.describe(self.bands)} (instead of the engine below)")
         lines += [f"  {reason}" for reason in decision.reasons]
         if decision.engine == "gemm":
             blocking = decision.blocking
@@ -807,6 +819,9 @@ def explain(layer, x_shape, w_shape, dtype=None):
     col2im = (_col2im.plan(problem, run.decision)
               if (copied is None and batch == x_shape[0]
                   and _dispatch.col2im_route(problem, run.decision)) else None)
+    bands = (_bands.plan(problem, run.decision)
+             if (copied is None and winograd is None and not planes
+                 and _dispatch.band_route(problem, run.decision)) else None)
     streamed = False
     if not transpose and getattr(layer, "filter_format", "OIX") == "OIX":
         # a C-contiguous w, as a view of one element: only its strides are read (in
@@ -816,10 +831,10 @@ def explain(layer, x_shape, w_shape, dtype=None):
         streamed = _dispatch.streams_weights(
             problem, run.decision, run.plan,
             element_strides(_grouped_weight(w_view, group, in_channels, transpose)))
-    serving = plane or winograd or col2im  # an engine that runs instead of the plan's
+    serving = plane or winograd or col2im or bands  # an engine that runs instead of the plan's
     if serving is not None:
         threads = _dispatch.resolve_threads(layer._attributes().num_threads,
                                             serving.work_items, serving.multiply_adds)
     return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
-                       plane, col2im, streamed and serving is None)
+                       plane, col2im, streamed and serving is None, bands)
 

@@ -80,6 +80,7 @@ cdef extern from "plane.h" nogil:
 
 cdef extern from "kernel_set.h" nogil:
     enum: CONVT_MAX_MR
+    enum: CONVT_MAX_T_POSITIONS
     enum: CONVT_SET_STREAM_B
     enum: CONVT_SET_HALF
     ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
@@ -179,7 +180,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_pack_pair_f32 pack_pair
         convt_transpose_f32 transpose
         convt_stencil_f32 stencil
-        convt_gemm_t_f32 gemm_t[2][12]
+        convt_gemm_t_f32 gemm_t[2][14]
         convt_winograd_in_f32 winograd_input
         convt_winograd_out_f32 winograd_output
         convt_plane_kernel_f32 plane
@@ -207,7 +208,7 @@ cdef extern from "kernel_set.h" nogil:
         convt_pack_pair_f64 pack_pair
         convt_transpose_f64 transpose
         convt_stencil_f64 stencil
-        convt_gemm_t_f64 gemm_t[2][12]
+        convt_gemm_t_f64 gemm_t[2][14]
         void* winograd_input     # float32 sets only (NULL here)
         void* winograd_output
         convt_plane_kernel_f64 plane

@@ -24,6 +24,7 @@ Files, by job (included here, one extension module):
 * ``_winograd.pxi``: the Winograd engine (float32 3x3 layers);
 * ``_planes.pxi``: depthwise 2-D Conv a whole input plane at a time;
 * ``_col2im.pxi``: weight-bound ConvTranspose on small maps (products, then col2im);
+* ``_bands.pxi``: strided Conv by bands of output rows (gemm_t over padded input rows);
 * ``_repeat.pxi``: the repeated calls of a remembered GEMM call, without Python;
 * ``_signals.pxi``: running Python's signal handlers between work items;
 * ``_testing.pxi``: per-kernel testers against the scalar references.
@@ -94,6 +95,7 @@ include "_stencil.pxi"
 include "_winograd.pxi"
 include "_planes.pxi"
 include "_col2im.pxi"
+include "_bands.pxi"
 include "_repeat.pxi"
 include "_testing.pxi"
 

@@ -12,6 +12,7 @@ A family this CPU cannot run is reported as skipped, by name.
 Run them alone with ``python -m pytest -m kernels``.
 """
 
+import itertools
 from types import SimpleNamespace
 
 import numpy as np
@@ -199,6 +200,14 @@ def _call_gemm_t(spec, family, ldc, c_in, positions=None):
     return np.array([inner[j * ldc:j * ldc + spec.rows] for j in range(spec.width)]).T
 
 
+def _transposed_positions(family, acc):
+    """Positions of the longest full-vector gemm_t call of ``family`` (at least its MR:
+    sets may have longer ones, as AVX-512's 14 for the band engine's rows)."""
+    positions = _kernels.band_positions(family, np.dtype(acc) == np.float64)
+    assert positions >= _kernel_set(family, acc).mr
+    return positions
+
+
 @pytest.mark.parametrize("acc", ACCUMULATIONS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_transposed_gemm_kernels_match_the_reference(family, acc):
@@ -209,7 +218,7 @@ def test_transposed_gemm_kernels_match_the_reference(family, acc):
     fused = kernels.has(_dispatch.SET_FUSED)
     rng = np.random.default_rng(11)
     for rows in (lanes, 2 * lanes):
-        for positions in range(1, kernels.mr + 1):
+        for positions in range(1, _transposed_positions(family, acc) + 1):
             for depth, block in DEPTH_BLOCKS:
                 for accumulate in (0, 1):
                     kind = "varying" if (rows + positions + depth) % 2 else (depth % lanes)
@@ -232,21 +241,27 @@ def test_transposed_gemm_kernels_match_the_reference(family, acc):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_transposed_gemm_kernels_read_each_position_where_it_starts(family, acc):
     """gemm_t's positions need not be consecutive: a call skips a window's margin
-    columns (tile rows 7 wide in rows of 9, say) or takes them out of order.
+    columns (tile rows 7 wide in rows of 9, say), takes them out of order, or
+    reads every other one (a stride-2 Conv's row, as the band engine calls it).
     Position j must be exactly the one-position call reading B from positions[j]:
     the same blocked sums, bit for bit, whatever the other positions are."""
     kernels = _kernels_with(family, acc, _dispatch.SET_TRANSPOSED, "transposed kernels")
     lanes = kernels.nr // 2
     rng = np.random.default_rng(13)
+    layouts = ("margins", "shuffled", "every other", "every third")
     for rows in (lanes, 2 * lanes):
-        for width in range(1, kernels.mr + 1):
-            for depth, block in ((1, 1), (23, 8), (70, 64)):
+        for width in range(1, _transposed_positions(family, acc) + 1):
+            for layout, (depth, block) in itertools.product(layouts, ((1, 1), (23, 8), (70, 64))):
                 spec = _gemm_spec(rng, acc, rows, width, depth, block, "varying")
-                spec.b = rng.standard_normal(spec.b.size + 40).astype(acc)
+                spec.b = rng.standard_normal(spec.b.size + 3 * width + 40).astype(acc)
                 spec.accumulate = width % 2
-                # rows of 7 positions 9 apart (the window's margin skipped), then shuffled
+                # rows of 7 positions 9 apart (the window's margin skipped), or shuffled,
+                # or at a constant stride
                 starts = np.array([(q // 7) * 9 + q % 7 for q in range(3, 3 + width)])
-                starts = rng.permutation(starts) if width % 3 == 0 else starts
+                if layout == "shuffled":
+                    starts = rng.permutation(starts)
+                elif layout != "margins":
+                    starts = 5 + (2 if layout == "every other" else 3) * np.arange(width)
                 c_in = rng.standard_normal((width - 1) * rows + rows).astype(acc)
                 expected = _call_gemm_t(spec, "reference", rows, c_in, starts)
                 got = _call_gemm_t(spec, family, rows, c_in, starts)

@@ -97,6 +97,8 @@
 
 #define CONVT_MAX_MR 12
 #define CONVT_MAX_PAIRS (CONVT_MAX_MR / 2)
+/* Positions of one gemm_t call, at most (sets may fill fewer entries: NULL past them). */
+#define CONVT_MAX_T_POSITIONS 14
 /* Output rows of one stencil call, at most. */
 #define CONVT_STENCIL_ROWS 4
 
@@ -194,7 +196,7 @@ enum {
         convt_pack_pair_##S pack_pair;                                                    \
         convt_transpose_##S transpose;                                                    \
         convt_stencil_##S stencil;                                                        \
-        convt_gemm_t_##S gemm_t[2][CONVT_MAX_MR];                                         \
+        convt_gemm_t_##S gemm_t[2][CONVT_MAX_T_POSITIONS];                                     \
         convt_winograd_in_##S winograd_input;                                             \
         convt_winograd_out_##S winograd_output;                                           \
         convt_plane_kernel_##S plane;                                                     \

@@ -209,7 +209,8 @@ GEMMS(YD, gemm_yd_r, 0)
  * are read whole and aligned, and B only through broadcasts, so nothing
  * straddles cache lines.  Here the 12 x 1 block of gemm with its roles swapped:
  * 12 broadcasts and one weight load per 12 FMAs. */
-/* Positions that follow each other (a tile's row, as most calls are) are read at
+/* Positions that follow each other (a tile's row, as most calls are), or every
+ * other one (a stride-2 Conv's row read by convt's band engine), are read at
  * constant displacements from one base: with one register per position the
  * compiler ran out of general registers, and a 10-position step took 27
  * instructions (an address computed per FMA, positions moved in from vector
@@ -234,16 +235,20 @@ GEMMS(YD, gemm_yd_r, 0)
         enum { LANES = sizeof(V) / sizeof(T) };                                           \
         V total[P], acc[P];                                                               \
         ptrdiff_t at[P], k = 0, end;                                                      \
-        int i, consecutive = 1;                                                           \
+        int i, consecutive = 1, doubled = 1;                                              \
         NO_STEPS(P, STORE, SETZERO, 0)                                                    \
         for (i = 0; i < (P); ++i) {                                                       \
             at[i] = positions[i];                                                         \
             consecutive &= at[i] == positions[0] + i;                                     \
+            doubled &= at[i] == positions[0] + 2 * i;                                     \
         }                                                                                 \
         START_FROM_C(P, LOAD, 0)                                                          \
         if (consecutive) {                                                                \
             const T *base = b + positions[0];                                             \
             GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, base, i)                \
+        } else if (doubled) {                                                             \
+            const T *base = b + positions[0];                                             \
+            GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, base, 2 * i)            \
         } else {                                                                          \
             GEMM_T_BLOCKS(P, T, V, SETZERO, LOAD, SET1, FMA, ADD, b, at[i])               \
         }                                                                                 \
@@ -255,13 +260,17 @@ GEMMS(YD, gemm_yd_r, 0)
     CALL(DEFINE_GEMM_T, (P##5, 5, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##6, 6, FLAVOUR))       \
     CALL(DEFINE_GEMM_T, (P##7, 7, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##8, 8, FLAVOUR))       \
     CALL(DEFINE_GEMM_T, (P##9, 9, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##10, 10, FLAVOUR))     \
-    CALL(DEFINE_GEMM_T, (P##11, 11, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##12, 12, FLAVOUR))
-/* gemm_t[0]: one half-width vector of rows (8 floats, 4 doubles); [1]: one zmm */
+    CALL(DEFINE_GEMM_T, (P##11, 11, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##12, 12, FLAVOUR))     \
+    CALL(DEFINE_GEMM_T, (P##13, 13, FLAVOUR)) CALL(DEFINE_GEMM_T, (P##14, 14, FLAVOUR))
+/* gemm_t[0]: one half-width vector of rows (8 floats, 4 doubles); [1]: one zmm.
+ * Up to 14 positions (2 x 14 accumulators and the weights fill 29 of the 32
+ * registers): the band engine's stride-2 rows of 14 and 28 outputs run whole. */
 GEMMS_T(YF, gemm_t_yf_p)
 GEMMS_T(ZF, gemm_t_zf_p)
 GEMMS_T(YD, gemm_t_yd_p)
 GEMMS_T(ZD, gemm_t_zd_p)
-#define GEMM_T_TABLES(Y, Z) {GEMM_TABLE(Y), GEMM_TABLE(Z)}
+#define GEMM_T_TABLE(P) {P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12, P##13, P##14}
+#define GEMM_T_TABLES(Y, Z) {GEMM_T_TABLE(Y), GEMM_T_TABLE(Z)}
 
 #define PAIRS(FLAVOUR, P)                                                                 \
     CALL(DEFINE_PAIR, (P##2, 2, FLAVOUR)) CALL(DEFINE_PAIR, (P##4, 4, FLAVOUR))           \

@@ -1,0 +1,285 @@
+# Conv by bands of output rows (convt._bands; the rule that picks it is
+# convt._dispatch.band_route).  A work item is one image, one group, a band of
+# consecutive output rows and a run of output-channel vectors.  Its thread copies
+# the input rows the band reads, of every input channel of the group, into a
+# zero-padded buffer ([channel][row][column], so every tap of every output is
+# inside it), then, vector by vector, row by row, runs the set's transposed
+# kernels (gemm_t): one vector of output channels per call, the call's positions
+# broadcast from the buffer at the column stride.  Every output is one kernel
+# call's blocked sum over the whole depth (input channel, kernel row, tap in C
+# order) started from the bias, from a buffer whose values do not depend on the
+# band, so results are the same bits whatever the bands, work items and thread
+# count.  Padding is multiplied like any input, as the Conv definition does.
+
+
+cdef struct BandJob:
+    const char* x
+    const char* packed          # (G, V, depth, lanes): w's vectors of output channels
+    const char* bias            # (M,) of the dtype, or NULL
+    char* y
+    bint doubles
+    const convt_kernels_f32* kernels_f32
+    const convt_kernels_f64* kernels_f64
+    const Py_ssize_t* offsets   # [depth]: where step k reads, relative to a position
+    Py_ssize_t groups, cg, mg, vectors, lanes, depth, block
+    Py_ssize_t in_height, in_width, out_height, out_width
+    Py_ssize_t kernel_height, stride_y, stride_x, dilation_y, pad_top, pad_left
+    Py_ssize_t band_rows, bands, parts, max_positions
+    Py_ssize_t padded_width, band_in_rows, channel_elements
+    Py_ssize_t x_image, x_channel, x_row, x_col          # element strides
+    Py_ssize_t y_image, y_channel, y_row, y_col
+    Py_ssize_t per_thread       # workspace elements per thread (64-byte multiples)
+    char* workspace
+    Signals* signals
+
+
+cdef inline void band_hints(const BandJob* job, const acc_t* x, Py_ssize_t top,
+                            Py_ssize_t copied) noexcept nogil:
+    """Cache hints for the rows band_fill copies next (x: that channel's first
+    element): a band reads a few rows of each channel, a plane apart, too short a
+    run for the hardware prefetchers to catch up."""
+    cdef Py_ssize_t q, byte, row
+    cdef Py_ssize_t length = ((copied - 1) * job.x_col + 1) * sizeof(acc_t)
+    cdef const char* start
+    for q in range(job.band_in_rows):
+        row = top + q
+        if row < 0 or row >= job.in_height or copied == 0:
+            continue
+        start = <const char*>(x + row * job.x_row)
+        byte = 0
+        while byte < length:
+            convt_prefetch(start + byte)
+            byte += CACHE_LINE_BYTES
+        convt_prefetch(start + length - 1)
+
+
+cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t top,
+                           acc_t* band) noexcept nogil:
+    """band[c][q][u] = x[c, top + q, u - pad_left] inside the input, 0 outside, for
+    the group's channels c, q < band_in_rows, u < padded_width (x: the group's
+    first channel of the image)."""
+    cdef Py_ssize_t c, q, u, row
+    cdef Py_ssize_t width = job.padded_width
+    cdef Py_ssize_t left = min(job.pad_left, width)
+    cdef Py_ssize_t copied = max(0, min(job.in_width, width - job.pad_left))
+    cdef const acc_t* source
+    cdef acc_t* dst
+    for c in range(job.cg):
+        if c + 1 < job.cg:
+            band_hints(job, x + (c + 1) * job.x_channel, top, copied)
+        for q in range(job.band_in_rows):
+            dst = band + c * job.channel_elements + q * width
+            row = top + q
+            if row < 0 or row >= job.in_height or copied == 0:
+                memset(dst, 0, width * sizeof(acc_t))
+                continue
+            source = x + c * job.x_channel + row * job.x_row
+            for u in range(left):
+                dst[u] = 0
+            if job.x_col == 1:  # rows of a few dozen elements: a loop beats memcpy's call
+                for u in range(copied):
+                    dst[left + u] = source[u]
+            else:
+                for u in range(copied):
+                    dst[left + u] = source[u * job.x_col]
+            for u in range(left + copied, width):
+                dst[u] = 0
+
+
+cdef inline void band_store(const BandJob* job, const acc_t* product, Py_ssize_t count,
+                            Py_ssize_t positions, acc_t* y) noexcept nogil:
+    """y[m, j] = product[j][m] for the vector's ``count`` output channels m and the
+    call's ``positions`` j (y: the first one's output)."""
+    cdef Py_ssize_t m, j
+    if job.y_col == 1:
+        if acc_t is float:
+            job.kernels_f32.transpose(positions, count, product, job.lanes, y, job.y_channel,
+                                      NULL)
+        else:
+            job.kernels_f64.transpose(positions, count, product, job.lanes, y, job.y_channel,
+                                      NULL)
+        return
+    for m in range(count):
+        for j in range(positions):
+            y[m * job.y_channel + j * job.y_col] = product[j * job.lanes + m]
+
+
+cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
+                           const acc_t* like) noexcept nogil:
+    """Work item ``index``: (image, group, band, part of the vectors), slowest first."""
+    cdef Py_ssize_t part = index % job.parts
+    cdef Py_ssize_t rest = index // job.parts
+    cdef Py_ssize_t band_index = rest % job.bands
+    rest = rest // job.bands
+    cdef Py_ssize_t g = rest % job.groups
+    cdef Py_ssize_t n = rest // job.groups
+    cdef Py_ssize_t first_row = band_index * job.band_rows
+    cdef Py_ssize_t end_row = min(job.out_height, first_row + job.band_rows)
+    cdef Py_ssize_t first_vector = part * job.vectors // job.parts
+    cdef Py_ssize_t end_vector = (part + 1) * job.vectors // job.parts
+    cdef Py_ssize_t item = sizeof(acc_t)
+    cdef acc_t* band = <acc_t*>(job.workspace + slot * job.per_thread * item)
+    cdef acc_t* product = band + (job.cg * job.channel_elements + 15) // 16 * 16
+    cdef acc_t* biases = product + (job.max_positions * job.lanes + 15) // 16 * 16
+    cdef Py_ssize_t* positions = <Py_ssize_t*>(biases + (job.max_positions * job.lanes + 15)
+                                               // 16 * 16)
+    cdef const acc_t* x = <const acc_t*>job.x + n * job.x_image + g * job.cg * job.x_channel
+    cdef const acc_t* weights
+    cdef const acc_t* bias
+    cdef acc_t* y_vector
+    cdef Py_ssize_t v, r, j, m, m0, count, start, calls, call, size, done, base
+    cdef int accumulate = job.bias != NULL
+    if first_row >= end_row or first_vector >= end_vector:
+        return
+    band_fill(job, x, first_row * job.stride_y - job.pad_top, band)
+    calls = (job.out_width + job.max_positions - 1) // job.max_positions
+    for v in range(first_vector, end_vector):
+        weights = (<const acc_t*>job.packed) + (g * job.vectors + v) * job.depth * job.lanes
+        m0 = g * job.mg + v * job.lanes
+        count = min(job.lanes, job.mg - v * job.lanes)
+        y_vector = <acc_t*>job.y + n * job.y_image + m0 * job.y_channel
+        if accumulate:  # the sums start from the bias: a call's copy of these rows
+            bias = (<const acc_t*>job.bias) + m0
+            for j in range(job.max_positions):
+                for m in range(job.lanes):
+                    biases[j * job.lanes + m] = bias[m] if m < count else 0
+        for r in range(first_row, end_row):
+            base = (r - first_row) * job.stride_y * job.padded_width
+            done = 0
+            for call in range(calls):
+                # the row's positions in calls of equal sizes (the first ones one more)
+                size = job.out_width // calls + (1 if call < job.out_width % calls else 0)
+                for j in range(size):
+                    positions[j] = base + (done + j) * job.stride_x
+                if accumulate:
+                    memcpy(product, biases, size * job.lanes * sizeof(acc_t))
+                if acc_t is float:
+                    job.kernels_f32.gemm_t[1][size - 1](
+                        job.depth, job.block, weights, band, job.offsets, positions, product,
+                        job.lanes, accumulate)
+                else:
+                    job.kernels_f64.gemm_t[1][size - 1](
+                        job.depth, job.block, weights, band, job.offsets, positions, product,
+                        job.lanes, accumulate)
+                band_store(job, product, count, size, y_vector + r * job.y_row + done * job.y_col)
+                done += size
+
+
+cdef void band_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const BandJob* job = <const BandJob*>context
+    if stopped(job.signals, slot):
+        return
+    if job.doubles:
+        band_item(job, index, slot, <const double*>NULL)
+    else:
+        band_item(job, index, slot, <const float*>NULL)
+
+
+cdef Py_ssize_t transposed_positions(Kernels kernels, bint doubles):
+    """Positions of the longest gemm_t call of full vectors the set has (0: none)."""
+    cdef Py_ssize_t p
+    for p in range(CONVT_MAX_T_POSITIONS, 0, -1):
+        if (kernels.f64.gemm_t[1][p - 1] if doubles else kernels.f32.gemm_t[1][p - 1]) != NULL:
+            return p
+    return 0
+
+
+def band_positions(str family, bint doubles):
+    """Positions of the longest gemm_t call of full vectors kernel set ``family`` has."""
+    return transposed_positions(kernels_named(family), doubles)
+
+
+def band_buffer_elements(Py_ssize_t channels, Py_ssize_t band_in_rows, Py_ssize_t padded_width,
+                         Py_ssize_t max_positions, Py_ssize_t lanes):
+    """Workspace elements (float32 or float64) of one thread: the band, the product,
+    the bias rows, the positions (each rounded up to 16 elements), in 64-byte
+    multiples."""
+    cdef Py_ssize_t band = (channels * band_in_rows * padded_width + 15) // 16 * 16
+    cdef Py_ssize_t product = (max_positions * lanes + 15) // 16 * 16
+    # the product, the bias rows, then the positions (Py_ssize_t: twice a float32's size)
+    return band + 2 * product + (max_positions * sizeof(Py_ssize_t) + 63) // 64 * 16
+
+
+def band_conv(str family, x, packed, b, y, kernel_shape, pads, strides, dilations,
+              Py_ssize_t band_rows, Py_ssize_t parts, Py_ssize_t block, int num_threads,
+              workspaces):
+    """Fill ``y`` (N, M, OH, OW) with Conv(x, w, b) by bands of output rows on
+    ``num_threads`` pool threads: x (N, C, H, W) and y of one dtype (float32 or
+    float64) with strides that are multiples of it; ``packed`` (G, V, depth, lanes)
+    C-contiguous, w's output channels of each group in vectors of the set's NR
+    lanes (zeros past the group's channels), depth = C/G x KH x KW in C order; b
+    (M,) contiguous or None; ``pads`` the begin pads (top, left); ``band_rows``
+    output rows per band, ``parts`` runs of vectors per band, ``block`` the
+    blocked-sum steps; ``workspaces`` lends the threads' buffers (convt._workspace)."""
+    cdef Kernels kernels = kernels_named(family)
+    cdef BandJob job
+    cdef Signals signals = signals_for_this_call()
+    cdef int threads = max(1, num_threads)
+    cdef Py_ssize_t item = y.dtype.itemsize
+    cdef Py_ssize_t c, i, j, k, items
+    cdef Py_ssize_t* offset
+    job.doubles = item == 8
+    job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
+    job.lanes = kernels.f64.nr if job.doubles else kernels.f32.nr
+    job.max_positions = transposed_positions(kernels, job.doubles)
+    if (x.ndim != 4 or y.ndim != 4 or packed.ndim != 4 or x.dtype != y.dtype
+            or packed.dtype != y.dtype or item not in (4, 8) or x.dtype.kind != "f"
+            or not packed.flags.c_contiguous or packed.shape[3] != job.lanes
+            or x.shape[0] != y.shape[0] or x.shape[1] % packed.shape[0]
+            or y.shape[1] % packed.shape[0] or band_rows < 1 or parts < 1 or block < 1
+            or any(s % item for s in x.strides) or any(s % item for s in y.strides)
+            or (b is not None and (b.dtype != y.dtype or not b.flags.c_contiguous
+                                   or b.shape[0] != y.shape[1]))
+            or (job.doubles and kernels.f64.gemm_t[1][0] == NULL)
+            or (not job.doubles and kernels.f32.gemm_t[1][0] == NULL)):
+        raise ValueError("band_conv: inconsistent operands")
+    job.groups = packed.shape[0]
+    job.vectors = packed.shape[1]
+    job.cg = x.shape[1] // job.groups
+    job.mg = y.shape[1] // job.groups
+    job.depth = packed.shape[2]
+    job.block = block
+    job.in_height, job.in_width = x.shape[2], x.shape[3]
+    job.out_height, job.out_width = y.shape[2], y.shape[3]
+    job.kernel_height = kernel_shape[0]
+    job.stride_y, job.stride_x = strides
+    job.dilation_y = dilations[0]
+    job.pad_top, job.pad_left = pads
+    if (job.vectors * job.lanes < job.mg or job.depth != job.cg * kernel_shape[0] * kernel_shape[1]
+            or job.out_height < 1 or job.out_width < 1):
+        raise ValueError("band_conv: inconsistent operands")
+    job.band_rows = band_rows
+    job.bands = (job.out_height + band_rows - 1) // band_rows
+    job.parts = min(parts, job.vectors)
+    # every tap of every output lies inside the buffer's rows
+    job.padded_width = (job.out_width - 1) * job.stride_x + (kernel_shape[1] - 1) * dilations[1] + 1
+    job.band_in_rows = (band_rows - 1) * job.stride_y + (job.kernel_height - 1) * job.dilation_y + 1
+    job.channel_elements = job.band_in_rows * job.padded_width
+    job.x_image, job.x_channel, job.x_row, job.x_col = [s // item for s in x.strides]
+    job.y_image, job.y_channel, job.y_row, job.y_col = [s // item for s in y.strides]
+    job.per_thread = band_buffer_elements(job.cg, job.band_in_rows, job.padded_width,
+                                          job.max_positions, job.lanes)
+    job.per_thread = (job.per_thread * item + 63) // 64 * 64 // item
+    offsets = np.empty(job.depth, dtype=np.intp)
+    offset = <Py_ssize_t*>data_of(offsets)
+    k = 0
+    for c in range(job.cg):
+        for i in range(kernel_shape[0]):
+            for j in range(kernel_shape[1]):
+                offset[k] = (c * job.channel_elements + i * job.dilation_y * job.padded_width
+                             + j * dilations[1])
+                k += 1
+    job.offsets = offset
+    job.x, job.packed = <const char*>data_of(x), <const char*>data_of(packed)
+    job.bias = <const char*>data_of(b)
+    job.y = <char*>data_of(y)
+    items = x.shape[0] * job.groups * job.bands * job.parts
+    workspace, loan = workspaces.lend((threads * job.per_thread * item + 64,), np.uint8)
+    try:
+        job.workspace = aligned_data(workspace)
+        job.signals = &signals
+        with nogil:
+            convt_run(band_task, &job, items, threads)
+    finally:
+        workspaces.give_back(loan)
+    raise_if_stopped(&signals)
