@@ -24,7 +24,7 @@ cdef struct BandJob:
     Py_ssize_t groups, cg, mg, vectors, lanes, depth, block
     Py_ssize_t in_height, in_width, out_height, out_width
     Py_ssize_t kernel_height, stride_y, stride_x, dilation_y, pad_top, pad_left
-    Py_ssize_t band_rows, bands, parts, max_positions
+    Py_ssize_t band_rows, bands, parts, max_positions, items, threads
     Py_ssize_t padded_width, band_in_rows, channel_elements
     Py_ssize_t x_image, x_channel, x_row, x_col          # element strides
     Py_ssize_t y_image, y_channel, y_row, y_col
@@ -51,6 +51,57 @@ cdef inline void band_hints(const BandJob* job, const acc_t* x, Py_ssize_t top,
             convt_prefetch(start + byte)
             byte += CACHE_LINE_BYTES
         convt_prefetch(start + length - 1)
+
+
+cdef struct BandHints:
+    # cache hints for the input rows of a later work item, a few per kernel call:
+    # each channel's rows are one span of memory (rows of x lie next to each other)
+    const char* first           # its first channel's first row
+    Py_ssize_t channel_bytes, span, channels, per_call
+    Py_ssize_t channel, offset  # where the next hint goes
+
+
+cdef inline void start_hints(const BandJob* job, Py_ssize_t index, Py_ssize_t calls,
+                             BandHints* hints, const acc_t* like) noexcept nogil:
+    """Hints for work item ``index`` (none past the last), spread over ``calls``
+    kernel calls: while this item computes, the rows the next one this thread
+    takes will copy come into L2 (a band reads a few rows of each channel, a
+    plane apart, which the hardware prefetchers do not follow; the copy waited
+    on them).  Only where x's rows are dense (a span holds little else)."""
+    cdef Py_ssize_t rest, band_index, g, n, top, bottom, length
+    hints.channels = 0
+    hints.channel = hints.offset = 0
+    if index >= job.items or calls < 1 or job.in_width < 1:
+        return
+    rest = index // job.parts
+    band_index = rest % job.bands
+    rest = rest // job.bands
+    g = rest % job.groups
+    n = rest // job.groups
+    top = max(0, band_index * job.band_rows * job.stride_y - job.pad_top)
+    bottom = min(job.in_height, band_index * job.band_rows * job.stride_y - job.pad_top
+                 + job.band_in_rows)
+    length = ((job.in_width - 1) * job.x_col + 1) * sizeof(acc_t)
+    if bottom <= top or job.x_row * <Py_ssize_t>sizeof(acc_t) > 2 * length + CACHE_LINE_BYTES:
+        return
+    hints.first = <const char*>(<const acc_t*>job.x + n * job.x_image
+                                + g * job.cg * job.x_channel + top * job.x_row)
+    hints.channel_bytes = job.x_channel * sizeof(acc_t)
+    hints.span = (bottom - top - 1) * job.x_row * sizeof(acc_t) + length
+    hints.channels = job.cg
+    hints.per_call = ((hints.span // CACHE_LINE_BYTES + 2) * job.cg + calls - 1) // calls
+
+
+cdef inline void next_hints(BandHints* hints) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(hints.per_call):
+        if hints.channel >= hints.channels:
+            return
+        convt_prefetch(hints.first + hints.channel * hints.channel_bytes + hints.offset)
+        hints.offset += CACHE_LINE_BYTES
+        if hints.offset >= hints.span + CACHE_LINE_BYTES:  # (the span's last line too)
+            hints.offset = 0
+            hints.channel += 1
 
 
 cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t top,
@@ -131,8 +182,12 @@ cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
     cdef int accumulate = job.bias != NULL
     if first_row >= end_row or first_vector >= end_vector:
         return
+    cdef BandHints hints
     band_fill(job, x, first_row * job.stride_y - job.pad_top, band)
     calls = (job.out_width + job.max_positions - 1) // job.max_positions
+    # the item this thread most likely takes next: the pool hands items out in turn
+    start_hints(job, index + job.threads, (end_vector - first_vector) * (end_row - first_row)
+                * calls, &hints, like)
     for v in range(first_vector, end_vector):
         weights = (<const acc_t*>job.packed) + (g * job.vectors + v) * job.depth * job.lanes
         m0 = g * job.mg + v * job.lanes
@@ -151,6 +206,7 @@ cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
                 size = job.out_width // calls + (1 if call < job.out_width % calls else 0)
                 for j in range(size):
                     positions[j] = base + (done + j) * job.stride_x
+                next_hints(&hints)
                 if accumulate:
                     memcpy(product, biases, size * job.lanes * sizeof(acc_t))
                 if acc_t is float:
@@ -274,6 +330,7 @@ def band_conv(str family, x, packed, b, y, kernel_shape, pads, strides, dilation
     job.bias = <const char*>data_of(b)
     job.y = <char*>data_of(y)
     items = x.shape[0] * job.groups * job.bands * job.parts
+    job.items, job.threads = items, threads
     workspace, loan = workspaces.lend((threads * job.per_thread * item + 64,), np.uint8)
     try:
         job.workspace = aligned_data(workspace)

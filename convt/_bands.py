@@ -24,6 +24,7 @@ count.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,7 +83,8 @@ def plan(problem, decision):
         rows += 1
     # ... then as many bands as keep the threads busy, then runs of vectors
     images = problem.batch * problem.group
-    target = _dispatch.work_items_target()
+    target = max(1, min(_dispatch.MAX_WORK_ITEMS,
+                        _dispatch.BAND_WORK_ITEMS_PER_CORE * (os.cpu_count() or 1)))
     bands = -(-out_rows // rows)
     bands = min(out_rows, max(bands, -(-target // images)))
     rows = -(-out_rows // bands)

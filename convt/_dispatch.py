@@ -626,18 +626,25 @@ def col2im_route(problem, decision):
 # 224x224 (0.99x); slower, so excluded: 1x1 s2 256 -> 512 over 56x56 0.85x,
 # 3x3 s2 512 -> 512 onto 7x7 0.89x.
 BAND_SETS = ("avx512",)
+BAND_MIN_STRIDE = 2
 BAND_MIN_TAPS = 3
 BAND_MIN_DEPTH = 256
 BAND_MIN_OUTPUTS = 32
 # A band's zero-padded input rows (per thread): they stay in L2 while every
 # vector of output channels reads them.
 BAND_BUFFER_BYTES = 256 * 1024
+# Work items a band plan aims for per core (at most MAX_WORK_ITEMS): more, shorter
+# bands than the GEMM engine's items, so that the threads finish together (an item
+# cannot be split).  On 2 Zen 4 cores, 3x3 s2 128 -> 256 over 56x56 in 14 bands of
+# 2 rows against 10 of 3: 1.04x at 2 threads, 1.0x at 1; 64 -> 128 over 112x112
+# 1.04x / 1.0x.
+BAND_WORK_ITEMS_PER_CORE = 7
 
 
 def band_route(problem, decision):
     """Whether a Conv runs by bands of output rows (convt._bands)."""
     geometry = problem.geometry
-    if (problem.transpose or geometry.ndim not in (1, 2) or geometry.strides[-1] < 2
+    if (problem.transpose or geometry.ndim not in (1, 2) or geometry.strides[-1] < BAND_MIN_STRIDE
             or problem.dtype not in (np.float32, np.float64)
             or decision.engine != "gemm" or decision.kernel_set not in BAND_SETS
             or problem.cg * math.prod(geometry.kernel_shape) < BAND_MIN_DEPTH
@@ -1424,7 +1431,8 @@ def _tuning():
             PLANE_CHANNELS_MIN_STRIDE, PLANE_CHANNELS_MIN_CHANNELS, PLANE_CHANNELS_BLOCK,
             PLANE_CHANNELS_MAX_BYTES,
             COL2IM_MAX_POSITIONS, COL2IM_MIN_WEIGHT_BYTES,
-            COL2IM_PRODUCT_BYTES, BAND_SETS, BAND_MIN_TAPS, BAND_MIN_DEPTH, BAND_MIN_OUTPUTS, BAND_BUFFER_BYTES,
+            COL2IM_PRODUCT_BYTES, BAND_SETS, BAND_MIN_STRIDE, BAND_MIN_TAPS, BAND_MIN_DEPTH,
+            BAND_MIN_OUTPUTS, BAND_BUFFER_BYTES, BAND_WORK_ITEMS_PER_CORE,
             COL2IM_PANEL_L2_SHARE, COL2IM_DEPTH, COL2IM_MAX_CROPPED,
             COL2IM_MAX_INPUT_BYTES, COL2IM_MIN_WEIGHT_BYTES_PER_POSITION,
             STREAM_MIN_WEIGHT_BYTES, STREAM_MIN_WEIGHT_BYTES_AVX512, STREAM_MAX_POSITIONS,

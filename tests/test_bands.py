@@ -91,7 +91,7 @@ def test_results_do_not_depend_on_threads_or_bands(monkeypatch, name):
     for buffer_bytes, items in ((8192, 1), (1 << 20, 3), (16384, 24)):
         monkeypatch.setattr(_dispatch, "BAND_BUFFER_BYTES", buffer_bytes)
         monkeypatch.setattr(_dispatch, "MAX_WORK_ITEMS", items)
-        monkeypatch.setattr(_dispatch, "WORK_ITEMS_PER_CORE", items)
+        monkeypatch.setattr(_dispatch, "BAND_WORK_ITEMS_PER_CORE", items)
         layer = Conv(num_threads=2, **params)
         assert _serves(layer, x.shape, w.shape)
         assert np.array_equal(layer.apply(x, w, b), first)
