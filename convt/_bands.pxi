@@ -178,7 +178,7 @@ cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
     cdef const acc_t* weights
     cdef const acc_t* bias
     cdef acc_t* y_vector
-    cdef Py_ssize_t v, r, j, m, m0, count, start, calls, call, size, done, base
+    cdef Py_ssize_t v, r, j, m, m0, count, calls, call, size, done, base
     cdef int accumulate = job.bias != NULL
     if first_row >= end_row or first_vector >= end_vector:
         return
