@@ -11,6 +11,21 @@ from convt._reference import reference_conv
 UNIT_ROUNDOFF = 2.0**-53  # float64
 
 
+def conv_operands(x_shape, w_shape, dtype, seed=0):
+    """Random x, w (scaled by its fan-in) and bias of a Conv, in ``dtype``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    return x, w, b
+
+
+def exact_conv(layer, x, w, b=None):
+    """``layer``'s Conv of x, w, b by the float64 reference."""
+    return reference_conv(x.astype(np.float64), w.astype(np.float64),
+                          None if b is None else b.astype(np.float64), **layer.get_params())
+
+
 def run_conv_engine(engine, x, w, b=None, num_threads=None, overrides=None, **params):
     """Conv(**params) on x, w, b with every ConvTranspose call of compute_conv forced to one
     engine ('direct-<family>', 'gemm-<kernel set>'); ``overrides`` replace decision fields."""

@@ -8,9 +8,9 @@ and the route."""
 import numpy as np
 import pytest
 
+from _conv_helpers import conv_operands, exact_conv
 from _helpers import FAMILIES, assert_same_results_or_non_finite, relative_error, use_kernel_set
 from convt import Conv, _dispatch, explain
-from convt._reference import reference_conv
 
 # The sets whose gemm_t kernels the band driver runs (BAND_SETS lists those it is
 # measured faster on; the others run it here for the driver's sake).
@@ -38,19 +38,6 @@ def _serves(layer, x_shape, w_shape, dtype=np.float32):
     return explain(layer, x_shape, w_shape, dtype).bands is not None
 
 
-def _operands(x_shape, w_shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(x_shape).astype(dtype)
-    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(dtype)
-    b = rng.standard_normal(w_shape[0]).astype(dtype)
-    return x, w, b
-
-
-def _exact(layer, x, w, b=None):
-    return reference_conv(x.astype(np.float64), w.astype(np.float64),
-                          None if b is None else b.astype(np.float64), **layer.get_params())
-
-
 # (x shape, w shape, params): strided Conv layers with whole vectors of outputs
 GEOMETRIES = {
     "k3s2": ((1, 24, 17, 19), (32, 24, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
@@ -75,12 +62,12 @@ GEOMETRIES = {
 def test_results_match_the_reference(monkeypatch, family, dtype, name):
     use_kernel_set(monkeypatch, family)
     x_shape, w_shape, params = GEOMETRIES[name]
-    x, w, b = _operands(x_shape, w_shape, dtype)
+    x, w, b = conv_operands(x_shape, w_shape, dtype)
     layer = Conv(**params)
     assert _serves(layer, x.shape, w.shape, dtype)
     for bias in (b, None):
         got = layer.apply(x, w, bias)
-        exact = _exact(layer, x, w, bias)
+        exact = exact_conv(layer, x, w, bias)
         assert got.shape == exact.shape
         assert relative_error(got, exact) < (2e-6 if dtype == np.float32 else 1e-14)
         # a bound layer packs its own copy of w once: the same bits
@@ -93,7 +80,7 @@ def test_results_do_not_depend_on_threads_or_bands(monkeypatch, band_set, name):
     whose values do not depend on the band: threads, bands and runs of vectors
     change nothing."""
     x_shape, w_shape, params = GEOMETRIES[name]
-    x, w, b = _operands(x_shape, w_shape, np.float32, seed=1)
+    x, w, b = conv_operands(x_shape, w_shape, np.float32, seed=1)
     first = Conv(num_threads=1, **params).apply(x, w, b)
     for threads in (2, 3, 5):
         assert np.array_equal(Conv(num_threads=threads, **params).apply(x, w, b), first)
@@ -108,7 +95,7 @@ def test_results_do_not_depend_on_threads_or_bands(monkeypatch, band_set, name):
 
 def test_operands_of_any_layout_give_the_same_bits(band_set):
     x_shape, w_shape, params = GEOMETRIES["k3s2 batch 2, 64 outputs"]
-    x, w, b = _operands(x_shape, w_shape, np.float32, seed=2)
+    x, w, b = conv_operands(x_shape, w_shape, np.float32, seed=2)
     layer = Conv(**params)
     assert _serves(layer, x.shape, w.shape)
     first = layer.apply(x, w, b)
@@ -127,24 +114,24 @@ def test_non_finite_weights_multiply_the_padding(band_set, dtype):
     """Conv multiplies its zero padding by every weight: an Inf on a tap that reads
     only padding for the border outputs makes them NaN, as the definition says."""
     x_shape, w_shape, params = GEOMETRIES["k3s2"]
-    x, w, b = _operands(x_shape, w_shape, dtype, seed=3)
+    x, w, b = conv_operands(x_shape, w_shape, dtype, seed=3)
     layer = Conv(**params)
     assert _serves(layer, x.shape, w.shape, dtype)
     w[3, 5, 0, 0] = np.inf
     w[7, 2, 1, 2] = np.nan
     x[0, 4, 6, 6] = -np.inf
-    expected = _exact(layer, x, w, b)
+    expected = exact_conv(layer, x, w, b)
     assert_same_results_or_non_finite(layer.apply(x, w, b), expected)
 
 
 def test_weights_edited_in_place_are_packed_again(band_set):
     x_shape, w_shape, params = GEOMETRIES["stride 3, asymmetric pads"]
-    x, w, b = _operands(x_shape, w_shape, np.float32, seed=4)
+    x, w, b = conv_operands(x_shape, w_shape, np.float32, seed=4)
     layer = Conv(**params)
     assert _serves(layer, x.shape, w.shape)
     layer.apply(x, w, b)
     w[1:5] *= -3
-    assert relative_error(layer.apply(x, w, b), _exact(layer, x, w, b)) < 2e-6
+    assert relative_error(layer.apply(x, w, b), exact_conv(layer, x, w, b)) < 2e-6
 
 
 def test_route():

@@ -8,9 +8,9 @@ cache left untouched, the layouts left to packing, and the route."""
 import numpy as np
 import pytest
 
+from _conv_helpers import conv_operands, exact_conv
 from _helpers import FAMILIES, assert_same_results_or_non_finite, relative_error, use_kernel_set
 from convt import Conv, _dispatch, _engine, _weight_cache, explain
-from convt._reference import reference_conv
 
 
 # the kernel sets with transposed kernels (gemm_t), whose stacks the route serves
@@ -45,19 +45,6 @@ def _streams(layer, x_shape, w_shape, dtype=np.float32):
     return explain(layer, x_shape, w_shape, dtype).streamed
 
 
-def _operands(x_shape, w_shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(x_shape).astype(dtype)
-    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(dtype)
-    b = rng.standard_normal(w_shape[0]).astype(dtype)
-    return x, w, b
-
-
-def _exact(layer, x, w, b=None):
-    return reference_conv(x.astype(np.float64), w.astype(np.float64),
-                          None if b is None else b.astype(np.float64), **layer.get_params())
-
-
 def _packed(monkeypatch, params, x, w, b):
     """The same call with the weights packed (the route closed)."""
     with monkeypatch.context() as patch:
@@ -88,12 +75,12 @@ def test_results_match_the_reference_and_the_packed_weights(monkeypatch, whole_t
                                                             dtype, name):
     use_kernel_set(monkeypatch, family)
     x_shape, w_shape, params = GEOMETRIES[name]
-    x, w, b = _operands(x_shape, w_shape, dtype)
+    x, w, b = conv_operands(x_shape, w_shape, dtype)
     layer = Conv(**params)
     assert _streams(layer, x_shape, w_shape, dtype)
     for bias in (b, None):
         got = layer.apply(x, w, bias)
-        assert relative_error(got, _exact(layer, x, w, bias)) < (2e-6 if dtype == np.float32
+        assert relative_error(got, exact_conv(layer, x, w, bias)) < (2e-6 if dtype == np.float32
                                                                 else 1e-14)
         np.testing.assert_array_equal(got, _packed(monkeypatch, params, x, w, bias))
 
@@ -104,17 +91,17 @@ def test_k_chunks_that_split_channels_read_their_part_of_each_row(monkeypatch, w
     # chunks of depth // taps channels: each block copies its rows' runs from
     # k_begin on, which must follow the chunk, not the start of the row
     monkeypatch.setattr(_dispatch, "MAX_DEPTH", depth)
-    x, w, b = _operands((1, 37, 6, 5), (32, 37, 3, 3), np.float32, seed=1)
+    x, w, b = conv_operands((1, 37, 6, 5), (32, 37, 3, 3), np.float32, seed=1)
     layer = Conv(pads=(1, 1, 1, 1))
     assert _streams(layer, x.shape, w.shape)
     got = layer.apply(x, w, b)
-    assert relative_error(got, _exact(layer, x, w, b)) < 2e-6
+    assert relative_error(got, exact_conv(layer, x, w, b)) < 2e-6
     np.testing.assert_array_equal(got, _packed(monkeypatch, dict(pads=(1, 1, 1, 1)), x, w, b))
 
 
 def test_results_are_bitwise_identical_for_every_thread_count(threads_for_any_work):
     # 1-D, 512 rows: one tile (a single grid row), its row groups the work items
-    x, w, b = _operands((1, 32, 24), (512, 32, 3), np.float32, seed=2)
+    x, w, b = conv_operands((1, 32, 24), (512, 32, 3), np.float32, seed=2)
     first = Conv(pads=(1, 1), num_threads=1).apply(x, w, b)
     for threads in (2, 3, 5):
         layer = Conv(pads=(1, 1), num_threads=threads)
@@ -127,24 +114,24 @@ def test_results_are_bitwise_identical_for_every_thread_count(threads_for_any_wo
 
 
 def test_non_finite_weights_multiply_the_padding_as_the_definition_says(whole_tiles):
-    x, w, b = _operands((1, 32, 5, 5), (32, 32, 3, 3), np.float64, seed=3)
+    x, w, b = conv_operands((1, 32, 5, 5), (32, 32, 3, 3), np.float64, seed=3)
     layer = Conv(pads=(1, 1, 1, 1))
     assert _streams(layer, x.shape, w.shape, np.float64)
     w[3, 2, 0, 0] = np.inf   # reads padding at the top-left outputs: 0 x Inf there
     w[5, 7, 1, 2] = np.nan
     x[0, 4, 2, 2] = np.inf
-    assert_same_results_or_non_finite(layer.apply(x, w, b), _exact(layer, x, w, b))
+    assert_same_results_or_non_finite(layer.apply(x, w, b), exact_conv(layer, x, w, b))
 
 
 def test_the_weight_cache_is_neither_read_nor_filled(whole_tiles):
     _weight_cache.clear()
-    x, w, b = _operands((1, 64, 7, 7), (64, 64, 3, 3), np.float32, seed=4)
+    x, w, b = conv_operands((1, 64, 7, 7), (64, 64, 3, 3), np.float32, seed=4)
     layer = Conv(pads=(1, 1, 1, 1))
     first = layer.apply(x, w, b)
     assert _weight_cache.held_bytes() == 0
     w[10, 3, 1, 1] += 1.0    # edited in place: the next call reads the new value
     second = layer.apply(x, w, b)
-    assert relative_error(second, _exact(layer, x, w, b)) < 2e-6
+    assert relative_error(second, exact_conv(layer, x, w, b)) < 2e-6
     assert not np.array_equal(first[0, 10], second[0, 10])
     np.testing.assert_array_equal(first[0, 11:], second[0, 11:])
 
@@ -159,16 +146,16 @@ def _call_streams(layer, x, w):
 
 def test_output_channels_any_distance_apart(whole_tiles):
     # each output channel's weights contiguous, the channels reversed or with gaps
-    x, w, b = _operands((1, 32, 6, 6), (48, 32, 3, 3), np.float32, seed=6)
+    x, w, b = conv_operands((1, 32, 6, 6), (48, 32, 3, 3), np.float32, seed=6)
     layer = Conv(pads=(1, 1, 1, 1))
     for view in (w[::-1], np.concatenate([w, w], axis=0)[::2]):
         assert _call_streams(layer, x, view)
-        assert relative_error(layer.apply(x, view, b), _exact(layer, x, view, b)) < 2e-6
+        assert relative_error(layer.apply(x, view, b), exact_conv(layer, x, view, b)) < 2e-6
 
 
 @pytest.mark.parametrize("layout", ["C order", "fortran w", "channels of w apart", "float16"])
 def test_other_weights_are_packed(whole_tiles, layout):
-    x, w, b = _operands((1, 32, 6, 6), (32, 32, 3, 3), np.float32, seed=5)
+    x, w, b = conv_operands((1, 32, 6, 6), (32, 32, 3, 3), np.float32, seed=5)
     layer = Conv(pads=(1, 1, 1, 1))
     if not explain(layer, x.shape, w.shape).decision.blocking.transposed:
         pytest.skip("this machine's kernel set has no transposed kernels")
@@ -180,7 +167,7 @@ def test_other_weights_are_packed(whole_tiles, layout):
         x, w, b = x.astype(np.float16), w.astype(np.float16), b.astype(np.float16)
     assert _call_streams(layer, x, w) == (layout == "C order")
     tolerance = 2e-3 if layout == "float16" else 2e-6
-    assert relative_error(layer.apply(x, w, b), _exact(layer, x, w, b)) < tolerance
+    assert relative_error(layer.apply(x, w, b), exact_conv(layer, x, w, b)) < tolerance
 
 
 def test_route(monkeypatch):
