@@ -1,9 +1,10 @@
 # Conv by bands of output rows (convt._bands; the rule that picks it is
-# convt._dispatch.band_route).  A work item is one image, one group, a band of
-# consecutive output rows and a run of output-channel vectors.  Its thread copies
-# the input rows the band reads, of every input channel of the group, into a
-# zero-padded buffer ([channel][row][column], so every tap of every output is
-# inside it), then, vector by vector, row by row, runs the set's transposed
+# convt._dispatch.band_route).  A work item is one image, one group, one output
+# slice (3-D; one for 1-D and 2-D), a band of consecutive output rows and a run of
+# output-channel vectors.  Its thread copies the input rows the band reads, of
+# every input channel of the group and every input slice the output slice reads,
+# into a zero-padded buffer ([channel][slice][row][column], so every tap of every
+# output is inside it), then, vector by vector, row by row, runs the set's transposed
 # kernels (gemm_t): one vector of output channels per call, the call's positions
 # broadcast from the buffer at the column stride.  Every output is one kernel
 # call's blocked sum over the whole depth (input channel, kernel row, tap in C
@@ -22,12 +23,13 @@ cdef struct BandJob:
     const convt_kernels_f64* kernels_f64
     const Py_ssize_t* offsets   # [depth]: where step k reads, relative to a position
     Py_ssize_t groups, cg, mg, vectors, lanes, depth, block
-    Py_ssize_t in_height, in_width, out_height, out_width
+    Py_ssize_t in_slices, in_height, in_width, out_slices, out_height, out_width
     Py_ssize_t kernel_height, stride_y, stride_x, dilation_y, pad_top, pad_left
+    Py_ssize_t stride_z, dilation_z, pad_front, slice_extent   # the 3-D's first axis
     Py_ssize_t band_rows, bands, parts, max_positions, items, threads
-    Py_ssize_t padded_width, band_in_rows, channel_elements
-    Py_ssize_t x_image, x_channel, x_row, x_col          # element strides
-    Py_ssize_t y_image, y_channel, y_row, y_col
+    Py_ssize_t padded_width, band_in_rows, plane_elements, channel_elements
+    Py_ssize_t x_image, x_channel, x_slice, x_row, x_col      # element strides
+    Py_ssize_t y_image, y_channel, y_slice, y_row, y_col
     Py_ssize_t per_thread       # workspace elements per thread (64-byte multiples)
     char* workspace
     Signals* signals
@@ -35,8 +37,8 @@ cdef struct BandJob:
 
 cdef inline void band_hints(const BandJob* job, const acc_t* x, Py_ssize_t top,
                             Py_ssize_t copied) noexcept nogil:
-    """Cache hints for the rows band_fill copies next (x: that channel's first
-    element): a band reads a few rows of each channel, a plane apart, too short a
+    """Cache hints for the rows band_fill copies next (x: that channel's, or input
+    slice's, first element): a band reads a few rows of each channel, a plane apart, too short a
     run for the hardware prefetchers to catch up."""
     cdef Py_ssize_t q, byte, row
     cdef Py_ssize_t length = ((copied - 1) * job.x_col + 1) * sizeof(acc_t)
@@ -55,10 +57,11 @@ cdef inline void band_hints(const BandJob* job, const acc_t* x, Py_ssize_t top,
 
 cdef struct BandHints:
     # cache hints for the input rows of a later work item, a few per kernel call:
-    # each channel's rows are one span of memory (rows of x lie next to each other)
-    const char* first           # its first channel's first row
-    Py_ssize_t channel_bytes, span, channels, per_call
-    Py_ssize_t channel, offset  # where the next hint goes
+    # each (channel, input slice)'s rows are one span of memory (rows of x lie next
+    # to each other)
+    const char* first           # its first channel's first slice's first row
+    Py_ssize_t channel_bytes, slice_bytes, span, spans, slices, per_call
+    Py_ssize_t index, offset    # where the next hint goes: span, byte in it
 
 
 cdef inline void start_hints(const BandJob* job, Py_ssize_t index, Py_ssize_t calls,
@@ -68,73 +71,90 @@ cdef inline void start_hints(const BandJob* job, Py_ssize_t index, Py_ssize_t ca
     takes will copy come into L2 (a band reads a few rows of each channel, a
     plane apart, which the hardware prefetchers do not follow; the copy waited
     on them).  Only where x's rows are dense (a span holds little else)."""
-    cdef Py_ssize_t rest, band_index, g, n, top, bottom, length
-    hints.channels = 0
-    hints.channel = hints.offset = 0
+    cdef Py_ssize_t rest, band_index, slice_index, g, n, top, bottom, front, back, length
+    hints.spans = 0
+    hints.index = hints.offset = 0
     if index >= job.items or calls < 1 or job.in_width < 1:
         return
     rest = index // job.parts
     band_index = rest % job.bands
     rest = rest // job.bands
+    slice_index = rest % job.out_slices
+    rest = rest // job.out_slices
     g = rest % job.groups
     n = rest // job.groups
     top = max(0, band_index * job.band_rows * job.stride_y - job.pad_top)
     bottom = min(job.in_height, band_index * job.band_rows * job.stride_y - job.pad_top
                  + job.band_in_rows)
+    front = max(0, slice_index * job.stride_z - job.pad_front)
+    back = min(job.in_slices, slice_index * job.stride_z - job.pad_front + job.slice_extent)
     length = ((job.in_width - 1) * job.x_col + 1) * sizeof(acc_t)
-    if bottom <= top or job.x_row * <Py_ssize_t>sizeof(acc_t) > 2 * length + CACHE_LINE_BYTES:
+    if (bottom <= top or back <= front
+            or job.x_row * <Py_ssize_t>sizeof(acc_t) > 2 * length + CACHE_LINE_BYTES):
         return
-    hints.first = <const char*>(<const acc_t*>job.x + n * job.x_image
-                                + g * job.cg * job.x_channel + top * job.x_row)
+    hints.first = <const char*>(<const acc_t*>job.x + n * job.x_image + g * job.cg * job.x_channel
+                                + front * job.x_slice + top * job.x_row)
     hints.channel_bytes = job.x_channel * sizeof(acc_t)
+    hints.slice_bytes = job.x_slice * sizeof(acc_t)
     hints.span = (bottom - top - 1) * job.x_row * sizeof(acc_t) + length
-    hints.channels = job.cg
-    hints.per_call = ((hints.span // CACHE_LINE_BYTES + 2) * job.cg + calls - 1) // calls
+    hints.slices = back - front
+    hints.spans = job.cg * hints.slices
+    hints.per_call = ((hints.span // CACHE_LINE_BYTES + 2) * hints.spans + calls - 1) // calls
 
 
 cdef inline void next_hints(BandHints* hints) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(hints.per_call):
-        if hints.channel >= hints.channels:
+        if hints.index >= hints.spans:
             return
-        convt_prefetch(hints.first + hints.channel * hints.channel_bytes + hints.offset)
+        convt_prefetch(hints.first + (hints.index // hints.slices) * hints.channel_bytes
+                       + (hints.index % hints.slices) * hints.slice_bytes + hints.offset)
         hints.offset += CACHE_LINE_BYTES
         if hints.offset >= hints.span + CACHE_LINE_BYTES:  # (the span's last line too)
             hints.offset = 0
-            hints.channel += 1
+            hints.index += 1
 
 
-cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t top,
-                           acc_t* band) noexcept nogil:
-    """band[c][q][u] = x[c, top + q, u - pad_left] inside the input, 0 outside, for
-    the group's channels c, q < band_in_rows, u < padded_width (x: the group's
-    first channel of the image)."""
-    cdef Py_ssize_t c, q, u, row
+cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t front,
+                           Py_ssize_t top, acc_t* band) noexcept nogil:
+    """band[c][z][q][u] = x[c, front + z, top + q, u - pad_left] inside the input, 0
+    outside, for the group's channels c, z < slice_extent, q < band_in_rows, u <
+    padded_width (x: the group's first channel of the image)."""
+    cdef Py_ssize_t c, z, q, u, row, plane
     cdef Py_ssize_t width = job.padded_width
     cdef Py_ssize_t left = min(job.pad_left, width)
     cdef Py_ssize_t copied = max(0, min(job.in_width, width - job.pad_left))
     cdef const acc_t* source
     cdef acc_t* dst
     for c in range(job.cg):
-        if c + 1 < job.cg:
-            band_hints(job, x + (c + 1) * job.x_channel, top, copied)
-        for q in range(job.band_in_rows):
-            dst = band + c * job.channel_elements + q * width
-            row = top + q
-            if row < 0 or row >= job.in_height or copied == 0:
-                memset(dst, 0, width * sizeof(acc_t))
+        for z in range(job.slice_extent):
+            plane = front + z
+            dst = band + c * job.channel_elements + z * job.plane_elements
+            if plane < 0 or plane >= job.in_slices:
+                memset(dst, 0, job.plane_elements * sizeof(acc_t))
                 continue
-            source = x + c * job.x_channel + row * job.x_row
-            for u in range(left):
-                dst[u] = 0
-            if job.x_col == 1:  # rows of a few dozen elements: a loop beats memcpy's call
-                for u in range(copied):
-                    dst[left + u] = source[u]
-            else:
-                for u in range(copied):
-                    dst[left + u] = source[u * job.x_col]
-            for u in range(left + copied, width):
-                dst[u] = 0
+            if z + 1 < job.slice_extent and plane + 1 < job.in_slices:
+                band_hints(job, x + c * job.x_channel + (plane + 1) * job.x_slice, top, copied)
+            elif c + 1 < job.cg:
+                band_hints(job, x + (c + 1) * job.x_channel + max(0, front) * job.x_slice, top,
+                           copied)
+            for q in range(job.band_in_rows):
+                dst = band + c * job.channel_elements + z * job.plane_elements + q * width
+                row = top + q
+                if row < 0 or row >= job.in_height or copied == 0:
+                    memset(dst, 0, width * sizeof(acc_t))
+                    continue
+                source = x + c * job.x_channel + plane * job.x_slice + row * job.x_row
+                for u in range(left):
+                    dst[u] = 0
+                if job.x_col == 1:  # rows of a few dozen elements: a loop beats memcpy's call
+                    for u in range(copied):
+                        dst[left + u] = source[u]
+                else:
+                    for u in range(copied):
+                        dst[left + u] = source[u * job.x_col]
+                for u in range(left + copied, width):
+                    dst[u] = 0
 
 
 cdef inline void band_store(const BandJob* job, const acc_t* product, Py_ssize_t count,
@@ -157,11 +177,14 @@ cdef inline void band_store(const BandJob* job, const acc_t* product, Py_ssize_t
 
 cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
                            const acc_t* like) noexcept nogil:
-    """Work item ``index``: (image, group, band, part of the vectors), slowest first."""
+    """Work item ``index``: (image, group, output slice, band, part of the vectors),
+    slowest first."""
     cdef Py_ssize_t part = index % job.parts
     cdef Py_ssize_t rest = index // job.parts
     cdef Py_ssize_t band_index = rest % job.bands
     rest = rest // job.bands
+    cdef Py_ssize_t slice_index = rest % job.out_slices
+    rest = rest // job.out_slices
     cdef Py_ssize_t g = rest % job.groups
     cdef Py_ssize_t n = rest // job.groups
     cdef Py_ssize_t first_row = band_index * job.band_rows
@@ -183,7 +206,8 @@ cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
     if first_row >= end_row or first_vector >= end_vector:
         return
     cdef BandHints hints
-    band_fill(job, x, first_row * job.stride_y - job.pad_top, band)
+    band_fill(job, x, slice_index * job.stride_z - job.pad_front,
+              first_row * job.stride_y - job.pad_top, band)
     calls = (job.out_width + job.max_positions - 1) // job.max_positions
     # the item this thread most likely takes next: the pool hands items out in turn
     start_hints(job, index + job.threads, (end_vector - first_vector) * (end_row - first_row)
@@ -192,7 +216,7 @@ cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
         weights = (<const acc_t*>job.packed) + (g * job.vectors + v) * job.depth * job.lanes
         m0 = g * job.mg + v * job.lanes
         count = min(job.lanes, job.mg - v * job.lanes)
-        y_vector = <acc_t*>job.y + n * job.y_image + m0 * job.y_channel
+        y_vector = <acc_t*>job.y + n * job.y_image + m0 * job.y_channel + slice_index * job.y_slice
         if accumulate:  # the sums start from the bias: a call's copy of these rows
             bias = (<const acc_t*>job.bias) + m0
             for j in range(job.max_positions):
@@ -259,12 +283,14 @@ def band_buffer_elements(Py_ssize_t channels, Py_ssize_t band_in_rows, Py_ssize_
 def band_conv(str family, x, packed, b, y, kernel_shape, pads, strides, dilations,
               Py_ssize_t band_rows, Py_ssize_t parts, Py_ssize_t block, int num_threads,
               workspaces):
-    """Fill ``y`` (N, M, OH, OW) with Conv(x, w, b) by bands of output rows on
-    ``num_threads`` pool threads: x (N, C, H, W) and y of one dtype (float32 or
-    float64) with strides that are multiples of it; ``packed`` (G, V, depth, lanes)
-    C-contiguous, w's output channels of each group in vectors of the set's NR
-    lanes (zeros past the group's channels), depth = C/G x KH x KW in C order; b
-    (M,) contiguous or None; ``pads`` the begin pads (top, left); ``band_rows``
+    """Fill ``y`` (N, M, OD, OH, OW) with Conv(x, w, b) by bands of output rows on
+    ``num_threads`` pool threads: x (N, C, D, H, W) and y of one dtype (float32 or
+    float64) with strides that are multiples of it (1-D and 2-D problems with
+    leading axes of one); ``packed`` (G, V, depth, lanes) C-contiguous, w's output
+    channels of each group in vectors of the set's NR lanes (zeros past the group's
+    channels), depth = C/G x KD x KH x KW in C order; b (M,) contiguous or None;
+    ``kernel_shape``, ``strides``, ``dilations`` and ``pads`` (the begin pads) of
+    the three axes; ``band_rows``
     output rows per band, ``parts`` runs of vectors per band, ``block`` the
     blocked-sum steps; ``workspaces`` lends the threads' buffers (convt._workspace)."""
     cdef Kernels kernels = kernels_named(family)
@@ -272,13 +298,13 @@ def band_conv(str family, x, packed, b, y, kernel_shape, pads, strides, dilation
     cdef Signals signals = signals_for_this_call()
     cdef int threads = max(1, num_threads)
     cdef Py_ssize_t item = y.dtype.itemsize
-    cdef Py_ssize_t c, i, j, k, items
+    cdef Py_ssize_t c, t, i, j, k, items
     cdef Py_ssize_t* offset
     job.doubles = item == 8
     job.kernels_f32, job.kernels_f64 = kernels.f32, kernels.f64
     job.lanes = kernels.f64.nr if job.doubles else kernels.f32.nr
     job.max_positions = transposed_positions(kernels, job.doubles)
-    if (x.ndim != 4 or y.ndim != 4 or packed.ndim != 4 or x.dtype != y.dtype
+    if (x.ndim != 5 or y.ndim != 5 or packed.ndim != 4 or x.dtype != y.dtype
             or packed.dtype != y.dtype or item not in (4, 8) or x.dtype.kind != "f"
             or not packed.flags.c_contiguous or packed.shape[3] != job.lanes
             or x.shape[0] != y.shape[0] or x.shape[1] % packed.shape[0]
@@ -295,41 +321,45 @@ def band_conv(str family, x, packed, b, y, kernel_shape, pads, strides, dilation
     job.mg = y.shape[1] // job.groups
     job.depth = packed.shape[2]
     job.block = block
-    job.in_height, job.in_width = x.shape[2], x.shape[3]
-    job.out_height, job.out_width = y.shape[2], y.shape[3]
-    job.kernel_height = kernel_shape[0]
-    job.stride_y, job.stride_x = strides
-    job.dilation_y = dilations[0]
-    job.pad_top, job.pad_left = pads
-    if (job.vectors * job.lanes < job.mg or job.depth != job.cg * kernel_shape[0] * kernel_shape[1]
-            or job.out_height < 1 or job.out_width < 1):
+    job.in_slices, job.in_height, job.in_width = x.shape[2:]
+    job.out_slices, job.out_height, job.out_width = y.shape[2:]
+    job.kernel_height = kernel_shape[1]
+    job.stride_z, job.stride_y, job.stride_x = strides
+    job.dilation_z, job.dilation_y = dilations[0], dilations[1]
+    job.pad_front, job.pad_top, job.pad_left = pads
+    if (job.vectors * job.lanes < job.mg
+            or job.depth != job.cg * kernel_shape[0] * kernel_shape[1] * kernel_shape[2]
+            or job.out_slices < 1 or job.out_height < 1 or job.out_width < 1):
         raise ValueError("band_conv: inconsistent operands")
     job.band_rows = band_rows
     job.bands = (job.out_height + band_rows - 1) // band_rows
     job.parts = min(parts, job.vectors)
     # every tap of every output lies inside the buffer's rows
-    job.padded_width = (job.out_width - 1) * job.stride_x + (kernel_shape[1] - 1) * dilations[1] + 1
+    job.padded_width = (job.out_width - 1) * job.stride_x + (kernel_shape[2] - 1) * dilations[2] + 1
     job.band_in_rows = (band_rows - 1) * job.stride_y + (job.kernel_height - 1) * job.dilation_y + 1
-    job.channel_elements = job.band_in_rows * job.padded_width
-    job.x_image, job.x_channel, job.x_row, job.x_col = [s // item for s in x.strides]
-    job.y_image, job.y_channel, job.y_row, job.y_col = [s // item for s in y.strides]
-    job.per_thread = band_buffer_elements(job.cg, job.band_in_rows, job.padded_width,
-                                          job.max_positions, job.lanes)
+    job.slice_extent = (kernel_shape[0] - 1) * job.dilation_z + 1
+    job.plane_elements = job.band_in_rows * job.padded_width
+    job.channel_elements = job.slice_extent * job.plane_elements
+    job.x_image, job.x_channel, job.x_slice, job.x_row, job.x_col = [s // item for s in x.strides]
+    job.y_image, job.y_channel, job.y_slice, job.y_row, job.y_col = [s // item for s in y.strides]
+    job.per_thread = band_buffer_elements(job.cg * job.slice_extent, job.band_in_rows,
+                                          job.padded_width, job.max_positions, job.lanes)
     job.per_thread = (job.per_thread * item + 63) // 64 * 64 // item
     offsets = np.empty(job.depth, dtype=np.intp)
     offset = <Py_ssize_t*>data_of(offsets)
     k = 0
     for c in range(job.cg):
-        for i in range(kernel_shape[0]):
-            for j in range(kernel_shape[1]):
-                offset[k] = (c * job.channel_elements + i * job.dilation_y * job.padded_width
-                             + j * dilations[1])
-                k += 1
+        for t in range(kernel_shape[0]):
+            for i in range(kernel_shape[1]):
+                for j in range(kernel_shape[2]):
+                    offset[k] = (c * job.channel_elements + t * job.dilation_z * job.plane_elements
+                                 + i * job.dilation_y * job.padded_width + j * dilations[2])
+                    k += 1
     job.offsets = offset
     job.x, job.packed = <const char*>data_of(x), <const char*>data_of(packed)
     job.bias = <const char*>data_of(b)
     job.y = <char*>data_of(y)
-    items = x.shape[0] * job.groups * job.bands * job.parts
+    items = x.shape[0] * job.groups * job.out_slices * job.bands * job.parts
     job.items, job.threads = items, threads
     workspace, loan = workspaces.lend((threads * job.per_thread * item + 64,), np.uint8)
     try:

@@ -1,11 +1,12 @@
 """Conv by bands of output rows (driven by ``band_conv`` in _bands.pxi).
 
 A strided Conv whose input channels are many (ResNet's 3x3 stride-2
-downsampling: 128 -> 256 over 56x56) is a GEMM of the output channels with
+downsampling: 128 -> 256 over 56x56; a 3-D encoder's 3x3x3 stride-2 layers) is a GEMM of the output channels with
 every (input channel, kernel row, tap) of each output position.  The GEMM
 engine reads x decimated by the strides into tile buffers; here each work item
-copies the input rows a band of output rows reads, of every input channel of
-the group, as they are, zero-padded, into a buffer that stays in the core's L2,
+copies the input rows a band of output rows reads (of one output slice, in 3-D:
+the rows of every input slice it reads), of every input channel of the group, as
+they are, zero-padded, into a buffer that stays in the core's L2,
 and the set's transposed kernels (gemm_t) multiply one vector of output channels
 (16 float32 lanes on AVX-512) at a time with the positions of an output row,
 broadcast from the buffer at the column stride, over the whole depth in one
@@ -47,42 +48,42 @@ class BandRun:
     multiply_adds: int
 
 
-def plane_of(geometry):
-    """(output shape, kernel shape, strides, dilations, begin pads) of a 1-D or 2-D
-    geometry as 2-D ones (a 1-D problem is one row)."""
+def volume_of(geometry):
+    """(output shape, kernel shape, strides, dilations, begin pads) of a 1-D, 2-D or
+    3-D geometry as 3-D ones (a 2-D problem is one slice, a 1-D one a row)."""
     fields = (geometry.output_shape, geometry.kernel_shape, geometry.strides,
               geometry.dilations, geometry.pads_begin)
-    if geometry.ndim == 2:
-        return tuple(tuple(f) for f in fields)
-    return tuple((fill,) + tuple(f) for f, fill in zip(fields, (1, 1, 1, 1, 0)))
+    lead = 3 - geometry.ndim
+    return tuple((fill,) * lead + tuple(f) for f, fill in zip(fields, (1, 1, 1, 1, 0)))
 
 
 def _buffer_bytes(problem, family, rows, accumulation):
     """A thread's workspace for bands of ``rows`` output rows."""
-    out, kernel, strides, dilations, _ = plane_of(problem.geometry)
+    out, kernel, strides, dilations, _ = volume_of(problem.geometry)
     kernels = _dispatch.family_named(family).kernel_set(accumulation)
-    in_rows = (rows - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1
-    width = (out[1] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1
+    slices = (kernel[0] - 1) * dilations[0] + 1
+    in_rows = (rows - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1
+    width = (out[2] - 1) * strides[2] + (kernel[2] - 1) * dilations[2] + 1
     positions = load().band_positions(family, accumulation.itemsize == 8)
-    return load().band_buffer_elements(problem.cg, in_rows, width, positions,
+    return load().band_buffer_elements(problem.cg * slices, in_rows, width, positions,
                                        kernels.nr) * accumulation.itemsize
 
 
 def plan(problem, decision):
-    """The BandRun of a 2-D problem that band_route accepts (1-D problems are given
-    as 2-D ones with one row)."""
+    """The BandRun of a problem that band_route accepts (1-D and 2-D problems are
+    given as 3-D ones: one slice, one row)."""
     g = problem.geometry
     accumulation = decision.accumulation
     family = decision.kernel_set
     lanes = _dispatch.family_named(family).kernel_set(accumulation).nr
-    out_rows = plane_of(g)[0][0]
+    out_slices, out_rows = volume_of(g)[0][:2]
     # the largest bands whose buffer fits BAND_BUFFER_BYTES ...
     rows = 1
     while (rows < out_rows and _buffer_bytes(problem, family, rows + 1, accumulation)
            <= _dispatch.BAND_BUFFER_BYTES):
         rows += 1
     # ... then as many bands as keep the threads busy, then runs of vectors
-    images = problem.batch * problem.group
+    images = problem.batch * problem.group * out_slices
     target = max(1, min(_dispatch.MAX_WORK_ITEMS,
                         _dispatch.BAND_WORK_ITEMS_PER_CORE * (os.cpu_count() or 1)))
     bands = -(-out_rows // rows)
@@ -133,9 +134,10 @@ def _cached_packing(band, w, group, threads):
     return packed
 
 
-def _two_d(array):
-    """A 1-D problem's (N, C, W) array as (N, C, 1, W); 2-D ones as they are."""
-    return array[:, :, None, :] if array.ndim == 3 else array
+def _three_d(array):
+    """An (N, C, spatial...) array of 1 to 3 spatial axes as (N, C, D, H, W): leading
+    axes of one."""
+    return array[(slice(None), slice(None)) + (None,) * (5 - array.ndim)]
 
 
 def run(band, x, w, b, y, geometry, group, threads):
@@ -149,8 +151,8 @@ def run(band, x, w, b, y, geometry, group, threads):
     packed = _cached_packing(band, w, group, threads)
     bias = None if b is None else np.ascontiguousarray(b, dtype=dtype)
     target = y if not any(s % dtype.itemsize for s in y.strides) else np.empty(y.shape, dtype)
-    _, kernel, strides, dilations, pads = plane_of(geometry)
-    load().band_conv(band.family, _two_d(x), packed, bias, _two_d(target), kernel, pads,
+    _, kernel, strides, dilations, pads = volume_of(geometry)
+    load().band_conv(band.family, _three_d(x), packed, bias, _three_d(target), kernel, pads,
                      strides, dilations, band.band_rows, band.parts, band.sum_block, threads,
                      _workspace)
     if target is not y:

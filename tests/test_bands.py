@@ -53,6 +53,9 @@ GEOMETRIES = {
     "1-D": ((2, 24, 40), (32, 24, 5), dict(strides=(2,), pads=(2, 1))),
     "pads larger than the kernel": ((1, 8, 5, 6), (32, 8, 3, 3),
                                     dict(strides=(2, 2), pads=(4, 5, 3, 4))),
+    "3-D": ((1, 6, 7, 9, 11), (32, 6, 3, 3, 3), dict(strides=(2, 2, 2), pads=(1, 0, 1, 1, 2, 1))),
+    "3-D dilated, anisotropic": ((2, 4, 9, 6, 13), (32, 4, 2, 3, 3),
+                                 dict(strides=(3, 1, 2), dilations=(2, 1, 1), pads=(2, 1, 0, 0, 1, 2))),
 }
 
 
@@ -74,7 +77,7 @@ def test_results_match_the_reference(monkeypatch, family, dtype, name):
         assert np.array_equal(layer.bind(w, bias)(x), got)
 
 
-@pytest.mark.parametrize("name", ["k3s2", "groups", "1-D", "long rows"])
+@pytest.mark.parametrize("name", ["k3s2", "groups", "1-D", "long rows", "3-D"])
 def test_results_do_not_depend_on_threads_or_bands(monkeypatch, band_set, name):
     """Every output is one kernel call's sum over the whole depth, from a buffer
     whose values do not depend on the band: threads, bands and runs of vectors
@@ -136,7 +139,8 @@ def test_weights_edited_in_place_are_packed_again(band_set):
 
 def test_route():
     """Strided rows of enough depth, whole vectors of outputs and maps beyond the
-    GEMM engine's small-map region; not 1x1, stride-1, 3-D or float16 layers."""
+    GEMM engine's small-map region, in 1 to 3 dimensions; not 1x1, stride-1, 4-D or
+    float16 layers."""
     x_shape, w_shape, params = (1, 32, 20, 20), (32, 32, 3, 3), dict(strides=(2, 2))
     # (the fixture lists the sets with transposed kernels; a CPU's default set may be another)
     expected = explain(Conv(**params), x_shape, w_shape).decision.kernel_set in ("avx512", "avx2")
@@ -145,5 +149,6 @@ def test_route():
     assert not _serves(Conv(strides=(2, 1)), x_shape, w_shape)
     assert not _serves(Conv(**params), x_shape, (40, 32, 3, 3))  # 40: not whole vectors
     assert not _serves(Conv(**params), x_shape, w_shape, np.float16)
-    assert not _serves(Conv(strides=(2, 2, 2)), (1, 8, 6, 6, 6), (32, 8, 3, 3, 3))
+    assert _serves(Conv(strides=(2, 2, 2)), (1, 8, 9, 9, 9), (32, 8, 3, 3, 3)) == expected
+    assert not _serves(Conv(strides=(2,) * 4), (1, 4, 5, 5, 5, 5), (32, 4, 3, 3, 3, 3))
     assert not _serves(Conv(**params, group=32), x_shape, (32, 1, 3, 3))
