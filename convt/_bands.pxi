@@ -116,10 +116,12 @@ cdef inline void next_hints(BandHints* hints) noexcept nogil:
 
 
 cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t front,
-                           Py_ssize_t top, acc_t* band) noexcept nogil:
+                           Py_ssize_t top, bint hinted, acc_t* band) noexcept nogil:
     """band[c][z][q][u] = x[c, front + z, top + q, u - pad_left] inside the input, 0
     outside, for the group's channels c, z < slice_extent, q < band_in_rows, u <
-    padded_width (x: the group's first channel of the image)."""
+    padded_width (x: the group's first channel of the image).  Unless ``hinted``
+    (the item before on this thread hinted these rows, start_hints), each span of
+    rows hints the next one as it is copied."""
     cdef Py_ssize_t c, z, q, u, row, plane
     cdef Py_ssize_t width = job.padded_width
     cdef Py_ssize_t left = min(job.pad_left, width)
@@ -133,7 +135,9 @@ cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t front,
             if plane < 0 or plane >= job.in_slices:
                 memset(dst, 0, job.plane_elements * sizeof(acc_t))
                 continue
-            if z + 1 < job.slice_extent and plane + 1 < job.in_slices:
+            if hinted:
+                pass
+            elif z + 1 < job.slice_extent and plane + 1 < job.in_slices:
                 band_hints(job, x + c * job.x_channel + (plane + 1) * job.x_slice, top, copied)
             elif c + 1 < job.cg:
                 band_hints(job, x + (c + 1) * job.x_channel + max(0, front) * job.x_slice, top,
@@ -206,8 +210,9 @@ cdef inline void band_item(const BandJob* job, Py_ssize_t index, int slot,
     if first_row >= end_row or first_vector >= end_vector:
         return
     cdef BandHints hints
+    # items after a thread's first were hinted by the one before (start_hints)
     band_fill(job, x, slice_index * job.stride_z - job.pad_front,
-              first_row * job.stride_y - job.pad_top, band)
+              first_row * job.stride_y - job.pad_top, index >= job.threads, band)
     calls = (job.out_width + job.max_positions - 1) // job.max_positions
     # the item this thread most likely takes next: the pool hands items out in turn
     start_hints(job, index + job.threads, (end_vector - first_vector) * (end_row - first_row)

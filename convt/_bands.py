@@ -69,6 +69,13 @@ def _buffer_bytes(problem, family, rows, accumulation):
                                        kernels.nr) * accumulation.itemsize
 
 
+def fits(problem, decision):
+    """Whether the smallest band (one output row) fits twice BAND_BUFFER_BYTES: a
+    buffer bounded whatever the input's width and channels (band_route's last test)."""
+    return (_buffer_bytes(problem, decision.kernel_set, 1, decision.accumulation)
+            <= 2 * _dispatch.BAND_BUFFER_BYTES)
+
+
 def plan(problem, decision):
     """The BandRun of a problem that band_route accepts (1-D and 2-D problems are
     given as 3-D ones: one slice, one row)."""

@@ -655,8 +655,8 @@ def band_route(problem, decision):
     kernels = family_named(decision.kernel_set).kernel_set(decision.accumulation)
     if not kernels.has(SET_TRANSPOSED) or problem.mg % kernels.nr:
         return False
-    from ._bands import plan  # (the smallest band must fit the buffer budget)
-    return plan(problem, decision).buffer_bytes <= 2 * BAND_BUFFER_BYTES
+    from ._bands import fits  # (imports this module)
+    return fits(problem, decision)
 
 
 # Conv layers whose weights are read from w block by block during the call
