@@ -841,6 +841,7 @@ SET_PACK_PAIRS = 1 << 5
 SET_TRANSPOSED = 1 << 6
 SET_STREAM_STORES = 1 << 7
 SET_STREAM_B = 1 << 8
+SET_T_RUNS = 1 << 9
 
 # Storage types (CONVT_F16 ... in convt/src/storage.h) by NumPy dtype name.
 STORAGE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}

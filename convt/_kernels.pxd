@@ -82,6 +82,7 @@ cdef extern from "kernel_set.h" nogil:
     enum: CONVT_MAX_MR
     enum: CONVT_MAX_T_POSITIONS
     enum: CONVT_SET_STREAM_B
+    enum: CONVT_SET_T_RUNS
     enum: CONVT_SET_HALF
     ctypedef void (*convt_gemm_f32)(Py_ssize_t, Py_ssize_t, const float*, const float*,
                                     const Py_ssize_t*, float*, Py_ssize_t, int, float*)

@@ -123,7 +123,10 @@ enum {
     CONVT_SET_PACK_PAIRS = 1 << 5,    /* pack_pair entry */
     CONVT_SET_TRANSPOSED = 1 << 6,    /* gemm_t entries */
     CONVT_SET_STREAM_STORES = 1 << 7, /* interleave_stream entry */
-    CONVT_SET_STREAM_B = 1 << 8       /* gemm_stream entries */
+    CONVT_SET_STREAM_B = 1 << 8,      /* gemm_stream entries */
+    CONVT_SET_T_RUNS = 1 << 9         /* gemm_t reads positions that follow each other at
+                                         constant displacements: callers keep a call's
+                                         positions within one row of their buffer */
 };
 
 #define CONVT_DECLARE_FAMILIES(S, T)                                                      \

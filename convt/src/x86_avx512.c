@@ -390,7 +390,7 @@ CONVT_AVX512_PACK_PAIR(pack_pair_f64, double, _mm512_loadu_pd, _mm512_store_pd, 
 #include "plane_body.h"
 
 const convt_kernels_f32 convt_avx512_f32 = {
-    "avx512", MR, 16, AVX512_FLAGS | CONVT_SET_TRANSPOSED | CONVT_SET_STREAM_B,
+    "avx512", MR, 16, AVX512_FLAGS | CONVT_SET_TRANSPOSED | CONVT_SET_T_RUNS | CONVT_SET_STREAM_B,
     GEMM_TABLE(gemm_zf_r), GEMM_TABLE(gemm_pack_zf_r), GEMM_TABLE(gemm_yf_r),
     {PAIR_TABLE(pair_zf_r), PAIR_TABLE(pair_yf_r)},
     {{PAIR_TABLE(store_f16_z_r), PAIR_TABLE(store_f16_y_r)},
@@ -405,7 +405,7 @@ const convt_kernels_f32 convt_avx512_f32 = {
     GEMM_TABLE(gemm_stream_zf_r)};
 
 const convt_kernels_f64 convt_avx512_f64 = {
-    "avx512", MR, 8, AVX512_FLAGS | CONVT_SET_TRANSPOSED | CONVT_SET_STREAM_B,
+    "avx512", MR, 8, AVX512_FLAGS | CONVT_SET_TRANSPOSED | CONVT_SET_T_RUNS | CONVT_SET_STREAM_B,
     GEMM_TABLE(gemm_zd_r), GEMM_TABLE(gemm_pack_zd_r), GEMM_TABLE(gemm_yd_r),
     {PAIR_TABLE(pair_zd_r), PAIR_TABLE(pair_yd_r)},
     {AVX512_NO_STORES, AVX512_NO_STORES, AVX512_NO_STORES,
