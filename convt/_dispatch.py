@@ -800,6 +800,10 @@ TRANSPOSED_PRODUCTS = 1
 # and 1024 -> 256 1x1 over 14x14 15% slower, 3x3 s2 and 160 -> 960 1x1 over 7x7
 # 5% slower, 3x3 over 14x14 to 56x56 within 1%.  (Zen 3's AVX2 set gains from
 # its transposed kernels everywhere they apply: see convt._plan._transposed.)
+# Measured again once calls kept within a tile row (SET_T_RUNS), on packed
+# weights: 160 -> 960 1x1 over 7x7 0.99x, 128 -> 128 3x3 over 7x7 0.99x, 960 ->
+# 160 1x1 1.0x, 256 -> 512 1x1 over 12x12 1.0x, 3x3 over 10x10 0.98x: ties, so
+# the rule stands.
 TRANSPOSED_FOR_STREAMED_WEIGHTS_ONLY = ("avx512",)
 # ...and outputs of at most this many positions per image (7x7 to 12x12 maps),
 # where a row block's few 16-position panels cost more per multiply-add than
