@@ -175,11 +175,14 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     return non_finite
 
 
-# Bytes per piece of a shared comparison: large weights (8 MiB for a 512 -> 256
-# k16 layer) are compared by every thread of the call, piece by piece, rather
-# than by the caller alone while the others wait (2 threads: 0.56 -> 0.3 ms).
+# Weights of more than COMPARE_SHARED_BYTES (8 MiB for a 512 -> 256 k16 layer)
+# are compared by every thread of the call, piece by piece, rather than by the
+# caller alone while the others wait (2 threads: 0.56 -> 0.3 ms).  Pieces of a
+# quarter MiB share 1-2 MiB of weights (ResNet's 3x3 layers) evenly; pieces of
+# 1 MiB gave one thread all of 1.2 MiB but 0.2 MiB.
 cdef enum:
-    COMPARE_PIECE_BYTES = 1 << 20
+    COMPARE_SHARED_BYTES = 1 << 20
+    COMPARE_PIECE_BYTES = 1 << 18
     COMPARE_FIRST_BYTES = 256  # compared first, by the caller, before the pool is woken
 
 
@@ -217,7 +220,7 @@ def same_bytes(cnp.ndarray a, cnp.ndarray b, int num_threads=1):
     with nogil:
         if c.size > COMPARE_FIRST_BYTES and memcmp(c.left, c.right, COMPARE_FIRST_BYTES):
             c.differ = 1  # other weights (the cache tries each kept set) differ at once
-        elif pieces > 1 and num_threads > 1:
+        elif c.size > COMPARE_SHARED_BYTES and num_threads > 1:
             convt_run(compare_piece, &c, pieces, num_threads)
         elif c.size:
             c.differ = memcmp(c.left, c.right, c.size) != 0

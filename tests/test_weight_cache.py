@@ -152,10 +152,11 @@ def test_large_weights_are_compared_whole_by_every_thread(threads):
     from convt._compiled import load
 
     same_bytes = load().same_bytes
-    size = 3 * (1 << 20) + 5  # several 1 MiB pieces and a short last one
+    size = 3 * (1 << 20) + 5  # several quarter-MiB pieces and a short last one
     left = np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8)
     assert same_bytes(left, left.copy(), threads)
-    for position in (0, 255, 256, (1 << 20) - 1, 1 << 20, 2 * (1 << 20) + 17, size - 1):
+    for position in (0, 255, 256, (1 << 18) - 1, 1 << 18, 5 * (1 << 18) + 3, (1 << 20) - 1,
+                     1 << 20, 2 * (1 << 20) + 17, size - 1):
         right = left.copy()
         right[position] ^= 1
         assert not same_bytes(left, right, threads), position
