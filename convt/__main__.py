@@ -59,7 +59,8 @@ def _describe_family(family):
                                     ("half panels", _dispatch.SET_HALF),
                                     ("pair kernels", _dispatch.SET_PAIRS),
                                     ("masked stores", _dispatch.SET_MASKED_STORES),
-                                    ("transposed kernels", _dispatch.SET_TRANSPOSED))
+                                    ("transposed kernels", _dispatch.SET_TRANSPOSED),
+                                    ("transposed runs", _dispatch.SET_T_RUNS))
              if family.f32.has(bit)]
     state = "available" if family.available else "not on this CPU"
     return (f"{family.name}: {state}; float32 {family.f32.mr} x {family.f32.nr}, float64 "

@@ -175,9 +175,9 @@ def pack_weights(arrays, problem, plan, packed, int num_threads, bint finite=Tru
     return non_finite
 
 
-# Weights of more than COMPARE_SHARED_BYTES (8 MiB for a 512 -> 256 k16 layer)
-# are compared by every thread of the call, piece by piece, rather than by the
-# caller alone while the others wait (2 threads: 0.56 -> 0.3 ms).  Pieces of a
+# Weights of more than COMPARE_SHARED_BYTES are compared by every thread of the
+# call, piece by piece, rather than by the caller alone while the others wait (a
+# 512 -> 256 k16 layer's 8 MiB at 2 threads: 0.56 -> 0.3 ms).  Pieces of a
 # quarter MiB share 1-2 MiB of weights (ResNet's 3x3 layers) evenly; pieces of
 # 1 MiB gave one thread all of 1.2 MiB but 0.2 MiB.
 cdef enum:
