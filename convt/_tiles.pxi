@@ -461,9 +461,11 @@ cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const 
     the accumulation type whose rows
     are contiguous reads x[c, lead, tile.y + r, q] at the buffer's place r * row_stride
     + q, the channels g.x_channel_offsets apart; no copy.  The last panel may read up
-    to a panel past the tile: that must stay inside x."""
+    to a panel past the tile, or half a panel where the half kernels take it (a
+    remainder of at most NR / 2 positions, see panel_width): that must stay inside x,
+    which the last tile of a 14x14 plane (56 positions: three panels and a half) does."""
     cdef int last = g.problem.ndim - 1
-    cdef Py_ssize_t start, furthest, panels
+    cdef Py_ssize_t start, furthest, used, full, reach
     cdef int a
     if not (stack.identity and not stack.exact and g.x_extent > 0
             and is_accumulation(g.storage.type, like)
@@ -476,10 +478,15 @@ cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const 
         start = start + tile.y * g.ops.x_strides[1 + last]
     for a in range(last - 1):
         start = start + lead[a] * g.ops.x_strides[2 + a]
-    panels = ((tile.rows - 1) * stack.row_stride + tile.cols + stack.panel - 1) // stack.panel
+    used = (tile.rows - 1) * stack.row_stride + tile.cols
+    full = used // stack.panel
+    reach = full * stack.panel
+    if reach < used:
+        reach = reach + (stack.panel // 2 if g.layout.half_panels
+                         and 2 * (used - reach) <= stack.panel else stack.panel)
     # x_image is x's data pointer plus the image's and the group's offset
     furthest = ((x_image - g.ops.x) // sizeof(acc_t) + start
-                + (c_end - c_begin - 1) * g.ops.x_strides[1] + panels * stack.panel)
+                + (c_end - c_begin - 1) * g.ops.x_strides[1] + reach)
     if furthest > g.x_extent:
         return NULL
     return <const acc_t*>element(x_image, start, g.storage.type)

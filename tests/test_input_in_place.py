@@ -19,6 +19,8 @@ from convt import Conv, ConvTranspose, _dispatch, _engine, _plan, explain
 LAYERS = {
     "conv_1x1": (Conv, (2, 24, 7, 9), (16, 24, 1, 1), {}),
     "conv_1x1_grouped": (Conv, (1, 12, 5, 33), (9, 4, 1, 1), dict(group=3)),
+    # the last tile (3 rows of 40: seven panels and a half) read in place up to x's end
+    "conv_1x1_half_panel": (Conv, (1, 8, 7, 40), (16, 8, 1, 1), {}),
     "k2s2": (ConvTranspose, (2, 20, 6, 13), (20, 12, 2, 2), dict(strides=(2, 2))),
     "k1x2x2": (ConvTranspose, (1, 16, 3, 5, 7), (16, 8, 1, 2, 2), dict(strides=(1, 2, 2))),
     "1d_k2s2": (ConvTranspose, (3, 10, 21), (10, 6, 2), dict(strides=(2,))),
