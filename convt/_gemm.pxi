@@ -106,7 +106,7 @@ cdef TileSpan decode_tile(const Gemm* g, const GemmStack* stack, const StackAxis
 cdef inline void micro_kernel(const Gemm* g, int variant, Py_ssize_t rows, const Panel* p,
                               const acc_t* a, const acc_t* b, acc_t* c,
                               acc_t* pack_to) noexcept nogil:
-    """One call of the set's gemm, gemm_pack or half kernel for ``rows`` rows."""
+    """One call of the set's gemm, gemm_pack, gemm_stream or half kernel for ``rows`` rows."""
     cdef const convt_kernels_f32* k32 = g.storage.kernels.f32
     cdef const convt_kernels_f64* k64 = g.storage.kernels.f64
     if acc_t is float:
@@ -115,6 +115,9 @@ cdef inline void micro_kernel(const Gemm* g, int variant, Py_ssize_t rows, const
         elif variant == VARIANT_PACK:
             k32.gemm_pack[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate,
                                     pack_to)
+        elif variant == VARIANT_STREAM:
+            k32.gemm_stream[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate,
+                                      pack_to)
         else:
             k32.gemm[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate, pack_to)
     else:
@@ -123,6 +126,9 @@ cdef inline void micro_kernel(const Gemm* g, int variant, Py_ssize_t rows, const
         elif variant == VARIANT_PACK:
             k64.gemm_pack[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate,
                                     pack_to)
+        elif variant == VARIANT_STREAM:
+            k64.gemm_stream[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate,
+                                      pack_to)
         else:
             k64.gemm[rows - 1](p.depth, p.block, a, b, p.offsets, c, p.ldc, p.accumulate, pack_to)
 
@@ -241,6 +247,12 @@ cdef void multiply_tile(const Gemm* g, const GemmStack* stack, const Panel* call
             row = block_start(g, stack, block)
             width = block_start(g, stack, block + 1) - row
             variant = VARIANT_HALF if half else (VARIANT_PACK if pack_to != NULL else VARIANT_PLAIN)
+            if (variant == VARIANT_PLAIN and in_place and block == tile.first_block
+                    and g.stream_in_place):
+                # the panel's first row block reads its B rows from x itself, cold
+                # when x comes from memory (a network's layers in turn): its kernel
+                # hints each row's line further on, for the panels after it
+                variant = VARIANT_STREAM
             micro_kernel(g, variant, width, current, weights + row * depth + call.k_begin * width, b,
                          c_rows + (row - tile.first_row) * current.ldc, pack_to)
             if pack_to != NULL:
@@ -818,6 +830,9 @@ cdef class GemmEngine:
         self.g.panel_offsets = <const Py_ssize_t*>data_of(plan.panel_offsets)
         self.n_items = plan.items.shape[0]
         self.doubles = decision.accumulation.itemsize == 8
+        self.g.stream_in_place = ((self.g.storage.kernels.f64.flags if self.doubles
+                                   else self.g.storage.kernels.f32.flags)
+                                  & CONVT_SET_STREAM_B) != 0
 
     def run(self, arrays, packed, workspace, scratch, int num_threads,
             bint stream_weights=False):

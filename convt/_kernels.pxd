@@ -349,10 +349,14 @@ cdef enum:
     VARIANT_PLAIN = 0        # gemm[rows - 1]
     VARIANT_PACK = 1         # gemm_pack[rows - 1]: also copies B for the next blocks
     VARIANT_HALF = 2         # half[rows - 1]: a last panel of <= NR / 2 positions
+    VARIANT_STREAM = 3       # gemm_stream[rows - 1]: hints each B row's line further on
 
 
 cdef struct Gemm:
     Signals* signals                   # checked between work items and K chunks
+    # sets with gemm_stream (CONVT_SET_STREAM_B): a panel read from x in place runs
+    # it for its first row block (see multiply_tile)
+    bint stream_in_place
     Problem problem
     const Axis* axes
     Operands ops
