@@ -59,9 +59,10 @@ cdef struct BandHints:
     # cache hints for the input rows of a later work item, a few per kernel call:
     # each (channel, input slice)'s rows are one span of memory (rows of x lie next
     # to each other)
-    const char* first           # its first channel's first slice's first row
+    const char* channel         # the current channel's first slice's first row
+    const char* span_start      # the current span's first byte
     Py_ssize_t channel_bytes, slice_bytes, span, spans, slices, per_call
-    Py_ssize_t index, offset    # where the next hint goes: span, byte in it
+    Py_ssize_t index, slice, offset  # where the next hint goes: span (and its slice), byte
 
 
 cdef inline void start_hints(const BandJob* job, Py_ssize_t index, Py_ssize_t calls,
@@ -73,7 +74,7 @@ cdef inline void start_hints(const BandJob* job, Py_ssize_t index, Py_ssize_t ca
     on them).  Only where x's rows are dense (a span holds little else)."""
     cdef Py_ssize_t rest, band_index, slice_index, g, n, top, bottom, front, back, length
     hints.spans = 0
-    hints.index = hints.offset = 0
+    hints.index = hints.slice = hints.offset = 0
     if index >= job.items or calls < 1 or job.in_width < 1:
         return
     rest = index // job.parts
@@ -92,8 +93,9 @@ cdef inline void start_hints(const BandJob* job, Py_ssize_t index, Py_ssize_t ca
     if (bottom <= top or back <= front
             or job.x_row * <Py_ssize_t>sizeof(acc_t) > 2 * length + CACHE_LINE_BYTES):
         return
-    hints.first = <const char*>(<const acc_t*>job.x + n * job.x_image + g * job.cg * job.x_channel
-                                + front * job.x_slice + top * job.x_row)
+    hints.channel = <const char*>(<const acc_t*>job.x + n * job.x_image + g * job.cg * job.x_channel
+                                  + front * job.x_slice + top * job.x_row)
+    hints.span_start = hints.channel
     hints.channel_bytes = job.x_channel * sizeof(acc_t)
     hints.slice_bytes = job.x_slice * sizeof(acc_t)
     hints.span = (bottom - top - 1) * job.x_row * sizeof(acc_t) + length
@@ -107,12 +109,20 @@ cdef inline void next_hints(BandHints* hints) noexcept nogil:
     for i in range(hints.per_call):
         if hints.index >= hints.spans:
             return
-        convt_prefetch(hints.first + (hints.index // hints.slices) * hints.channel_bytes
-                       + (hints.index % hints.slices) * hints.slice_bytes + hints.offset)
+        convt_prefetch(hints.span_start + hints.offset)
         hints.offset += CACHE_LINE_BYTES
         if hints.offset >= hints.span + CACHE_LINE_BYTES:  # (the span's last line too)
+            # the next span: the channel's next input slice, or the next channel's first
+            # (a cursor: no division per hint)
             hints.offset = 0
             hints.index += 1
+            hints.slice += 1
+            if hints.slice == hints.slices:
+                hints.slice = 0
+                hints.channel += hints.channel_bytes
+                hints.span_start = hints.channel
+            else:
+                hints.span_start += hints.slice_bytes
 
 
 cdef inline void band_fill(const BandJob* job, const acc_t* x, Py_ssize_t front,

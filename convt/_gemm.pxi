@@ -157,15 +157,6 @@ cdef inline void store_kernel(const Gemm* g, bint half, Py_ssize_t rows, const P
             p.depth, p.block, a, b, p.offsets, p.sibling, y, p.ldc, p.accumulate, bias)
 
 
-cdef inline Py_ssize_t panel_width(const Gemm* g, Py_ssize_t used, Py_ssize_t p,
-                                    Py_ssize_t panel) noexcept nogil:
-    """Columns the kernels write for panel ``p`` of ``used`` columns: NR, or NR / 2
-    for a last panel of at most NR / 2 positions (the half kernels)."""
-    if g.layout.half_panels and 2 * (used - p * panel) <= panel:
-        return panel // 2
-    return panel
-
-
 cdef inline Py_ssize_t direct_panels(const Gemm* g, Py_ssize_t used, Py_ssize_t panel) noexcept nogil:
     """Leading panels of ``used`` columns whose kernels write no column past ``used``:
     those may write straight into y (see rows_in_y)."""

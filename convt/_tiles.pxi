@@ -451,6 +451,15 @@ cdef void pad_gathered_tile(const GemmStack* stack, Py_ssize_t channels, TileSpa
         zero_run(row + used, end - used)
 
 
+cdef inline Py_ssize_t panel_width(const Gemm* g, Py_ssize_t used, Py_ssize_t p,
+                                    Py_ssize_t panel) noexcept nogil:
+    """Columns the kernels write (and read of B) for panel ``p`` of ``used`` columns: NR, or NR / 2
+    for a last panel of at most NR / 2 positions (the half kernels)."""
+    if g.layout.half_panels and 2 * (used - p * panel) <= panel:
+        return panel // 2
+    return panel
+
+
 cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const char* x_image,
                                    Py_ssize_t c_begin, Py_ssize_t c_end,
                                    const Py_ssize_t* lead, TileSpan tile,
@@ -461,8 +470,8 @@ cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const 
     the accumulation type whose rows
     are contiguous reads x[c, lead, tile.y + r, q] at the buffer's place r * row_stride
     + q, the channels g.x_channel_offsets apart; no copy.  The last panel may read up
-    to a panel past the tile, or half a panel where the half kernels take it (a
-    remainder of at most NR / 2 positions, see panel_width): that must stay inside x,
+    to a panel past the tile, or half a panel where the half kernels take it
+    (panel_width): that must stay inside x,
     which the last tile of a 14x14 plane (56 positions: three panels and a half) does."""
     cdef int last = g.problem.ndim - 1
     cdef Py_ssize_t start, furthest, used, full, reach
@@ -482,8 +491,7 @@ cdef const acc_t* input_as_operand(const Gemm* g, const GemmStack* stack, const 
     full = used // stack.panel
     reach = full * stack.panel
     if reach < used:
-        reach = reach + (stack.panel // 2 if g.layout.half_panels
-                         and 2 * (used - reach) <= stack.panel else stack.panel)
+        reach = reach + panel_width(g, used, full, stack.panel)
     # x_image is x's data pointer plus the image's and the group's offset
     furthest = ((x_image - g.ops.x) // sizeof(acc_t) + start
                 + (c_end - c_begin - 1) * g.ops.x_strides[1] + reach)
