@@ -20,17 +20,21 @@ __all__ = ["BoundLayer", "Conv", "ConvTranspose", "conv", "conv_transpose", "exp
            "__version__"]
 
 
-def explain(layer, x_shape, w_shape, dtype=None):
-    """How ``layer.apply`` would run on arrays of these shapes: see :func:`convt._engine.explain`.
+def explain(layer, x_shape, w_shape=None, dtype=None):
+    """How ``layer.apply`` (or a bound layer's call) would run on arrays of these
+    shapes: see :func:`convt._engine.explain`.
 
     Examples
     --------
+    >>> import numpy as np
     >>> from convt import ConvTranspose, explain
     >>> explain(ConvTranspose(), (1, 1, 256), (1, 1, 2)).decision.engine
     'direct'
     >>> from convt import Conv
     >>> explain(Conv(strides=(2, 2)), (1, 64, 56, 56), (128, 64, 3, 3)).decision.engine
     'gemm'
+    >>> explain(Conv(strides=(2, 2)).bind(np.ones((128, 64, 3, 3))), (1, 64, 56, 56)).bound
+    True
     """
     from ._engine import explain as explain_call  # loads the compiled kernels
 

@@ -203,11 +203,13 @@ def made_blocks(col2im, grouped, fixed):
     return made
 
 
-def describe(col2im):
-    """One line for :func:`convt.explain`."""
+def describe(col2im, bound=False):
+    """One line for :func:`convt.explain` (``bound``: a BoundLayer's call)."""
     positions, taps = col2im.table.shape
+    reads = ("w's columns read from blocks made on the first call" if bound
+             else "w read once per call (not packed and cached)")
     return (f"col2im: the products of the {positions} input positions with every (output "
-            f"channel, tap) column of w, w read once per call (not packed and cached), added "
+            f"channel, tap) column of w, {reads}, added "
             f"to the outputs they land on; {col2im.run} output channel(s) per work item, "
             f"{col2im.work_items} work items, K chunks of {col2im.depth_chunk}, blocked sums "
             f"of {col2im.sum_block}, kernel set {col2im.family}")

@@ -657,6 +657,7 @@ class Explanation:
     col2im: object = None  # convt._col2im.Col2imRun when col2im serves the call
     streamed: bool = False  # the GEMM engine reads w as it goes (_dispatch.streams_weights)
     bands: object = None  # convt._bands.BandRun when bands of output rows serve the call
+    bound: bool = False  # a BoundLayer's call: weights packed once, never compared
 
     def __str__(self):
         problem, decision, plan = self.problem, self.decision, self.plan
@@ -689,8 +690,12 @@ class Explanation:
                 "non-finite weights, inputs or outputs: the GEMM engine below")
         if self.plane is not None:
             lines.append(f"  {_planes.describe(self.plane)} (instead of the engine below)")
+        if self.bound:
+            lines.append("  bound weights: packed on the first call of each plan, then used "
+                         "without comparing them with a copy")
         if self.col2im is not None:
-            lines.append(f"  {_col2im.describe(self.col2im)} (instead of the engine below)")
+            lines.append(f"  {_col2im.describe(self.col2im, self.bound)} (instead of the engine "
+                         "below)")
         if self.bands is not None:
             lines.append(f"  {_bands.describe(self.bands)} (instead of the engine below)")
         lines += [f"  {reason}" for reason in decision.reasons]
@@ -751,19 +756,24 @@ def _shape_of(value, name):
                         f"{value!r} of type {type(value).__name__}") from None
 
 
-def explain(layer, x_shape, w_shape, dtype=None):
+def explain(layer, x_shape, w_shape=None, dtype=None):
     """How ``layer.apply`` would run on C-contiguous arrays of these shapes and dtype.
 
     Parameters
     ----------
-    layer : ConvTranspose or Conv
-        The estimator.
+    layer : ConvTranspose, Conv or BoundLayer
+        The estimator, or a layer bound to its weights (``layer.bind(w)``): then
+        the call ``bound(x)`` is explained, whose weights are packed on its first
+        call and never compared again.
     x_shape, w_shape : tuple of int, or arrays
         Shapes of the input ``(N, C, D1, ..., Dn)`` and weight: ``(C, M/group,
         k1, ..., kn)`` for a ConvTranspose, ``(M, C/group, k1, ..., kn)`` for a Conv;
-        arrays stand for their shapes.
+        arrays stand for their shapes.  ``w_shape`` is required unless ``layer`` is
+        a BoundLayer (then it is the bound weights' shape, which it must match if
+        given).
     dtype : dtype, optional
-        The arrays' dtype: ``x``'s when ``x_shape`` is an array, else float32.
+        The arrays' dtype: ``x``'s when ``x_shape`` is an array, else the bound
+        weights' dtype for a BoundLayer, else float32.
 
     Returns
     -------
@@ -783,10 +793,10 @@ def explain(layer, x_shape, w_shape, dtype=None):
     problem: batch 1, 64 -> 32 channels in 1 group(s), input (32, 32) -> output (64, 64), ...
     """
     x_shape, x_dtype = _shape_of(x_shape, "x_shape")
-    w_shape, _ = _shape_of(w_shape, "w_shape")
+    layer, w_shape, bound_dtype = _unbound(layer, w_shape)
     geometry = layer._geometry_for(x_shape, w_shape)
     group = layer._attributes().group
-    dtype = np.dtype(dtype if dtype is not None else x_dtype or np.float32)
+    dtype = np.dtype(dtype if dtype is not None else x_dtype or bound_dtype or np.float32)
     out_shape = layer.output_shape_for(x_shape, w_shape)
     channel = 1 if getattr(layer, "data_format", "NCX") == "NCX" else -1
     transpose = not getattr(layer, "_forward", False)
@@ -836,5 +846,25 @@ def explain(layer, x_shape, w_shape, dtype=None):
         threads = _dispatch.resolve_threads(layer._attributes().num_threads,
                                             serving.work_items, serving.multiply_adds)
     return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
-                       plane, col2im, streamed and serving is None, bands)
+                       plane, col2im, streamed and serving is None and bound_dtype is None,
+                       bands, bound_dtype is not None)
+
+
+def _unbound(layer, w_shape):
+    """(the estimator, w's shape, the bound weights' dtype or None) of explain's
+    ``layer`` and ``w_shape`` arguments."""
+    from ._bound import BoundLayer  # (imports the front end, which imports this module)
+
+    if isinstance(layer, BoundLayer):
+        weights = layer.weights
+        if w_shape is not None and _shape_of(w_shape, "w_shape")[0] != weights.shape:
+            raise ValueError(f"w_shape must be the bound weights' shape {weights.shape} (or "
+                             f"None), got {_shape_of(w_shape, 'w_shape')[0]}")
+        return layer.layer, weights.shape, weights.dtype
+    if not hasattr(layer, "_geometry_for"):
+        raise TypeError("layer must be a ConvTranspose, a Conv or a BoundLayer, got "
+                        f"{type(layer).__name__}")
+    if w_shape is None:
+        raise TypeError("w_shape is required unless layer is a BoundLayer (layer.bind(w))")
+    return layer, _shape_of(w_shape, "w_shape")[0], None
 

@@ -250,6 +250,39 @@ def test_errors_name_the_operand():
         bound(np.ones((1, 2, 5), dtype=np.float64))
 
 
+@pytest.mark.parametrize("name", ["col2im 4x4", "conv streamed", "winograd", "gemm k4s2"])
+def test_explain_a_bound_layer(request, name):
+    layer, x_shape, w_shape, _, route = CASES[name]
+    request.getfixturevalue("small_routes")
+    w = np.ones(w_shape, dtype=np.float64)
+    bound = layer.bind(w)
+    unbound, found = explain(layer, x_shape, w_shape, np.float64), explain(bound, x_shape)
+    # the same problem and engine; the weights' shape and dtype from the bound copy
+    assert found.bound and not unbound.bound
+    assert found.problem == unbound.problem and found.problem.dtype == np.float64
+    assert found.decision.engine == unbound.decision.engine
+    assert (found.col2im is None) == (unbound.col2im is None)
+    assert (found.winograd is None) == (unbound.winograd is None)
+    assert not found.streamed  # a bound layer packs what apply would stream
+    assert unbound.streamed == (route == "streamed"
+                                and unbound.decision.kernel_set in TRANSPOSED)
+    report = str(found)
+    assert "bound weights: packed on the first call" in report
+    if found.col2im is not None:
+        assert "blocks made on the first call" in report
+        assert "w read once per call" in str(unbound)
+    assert explain(bound, x_shape, w_shape).bound  # the bound shape, given again
+    with pytest.raises(ValueError, match=r"w_shape must be the bound weights' shape"):
+        explain(bound, x_shape, (1,) + tuple(w_shape[1:]))
+
+
+def test_explain_errors():
+    with pytest.raises(TypeError, match="w_shape is required unless layer is a BoundLayer"):
+        explain(ConvTranspose(), (1, 1, 8))
+    with pytest.raises(TypeError, match="layer must be a ConvTranspose, a Conv or a BoundLayer"):
+        explain(object(), (1, 1, 8), (1, 1, 3))
+
+
 def _one_node_model(op_type, w, b, initializers, **attributes):
     from onnx import TensorProto, helper, numpy_helper
 
