@@ -46,9 +46,10 @@
  *     out[t * out_step + c] = fma(w[c], x[t * x_step + c], out[t * out_step + c])
  *     for t < count, c < channels: one (source, tap) added to a run of outputs.
  * interleave: y[2 i] = even[i] + bias, y[2 i + 1] = odd[i] + bias.
- * interleave_stream: the same, its whole vectors stored past the caches
- *     (non-temporal stores) where y is vector-aligned, for outputs too large to
- *     stay cached: a line then costs its write, not its read for ownership too.
+ * interleave_stream: the same, its whole cache lines (from the first line y
+ *     reaches) stored past the caches (non-temporal stores), for outputs too
+ *     large to stay cached: a line then costs its write, not its read for
+ *     ownership too; the part of a line at either end goes through the caches.
  *     Such stores are weakly ordered: the caller fences them
  *     (convt_store_fence, prefetch.h) before another thread reads y.  NULL
  *     unless the set is flagged CONVT_SET_STREAM_STORES.
