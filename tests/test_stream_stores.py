@@ -60,6 +60,15 @@ def test_streamed_rows_equal_ordinary_stores(name, dtype, kernel_set, monkeypatc
     assert np.array_equal(ConvTranspose(num_threads=2, **params).apply(x, w, b), streamed)
     out = np.full_like(streamed, np.nan)
     assert layer.apply(x, w, b, out=out) is out and np.array_equal(out, streamed)
+    # an out= starting at other places in a cache line: whole lines from the first a
+    # row reaches are streamed, the rest stored through the caches (an odd element
+    # offset: every row); the bytes around out untouched
+    for offset in (dtype().itemsize, 16, 48):
+        raw = np.full(streamed.nbytes + 192, 0x7F, np.uint8)
+        start = -raw.ctypes.data % 64 + 64 + offset
+        out = raw[start:start + streamed.nbytes].view(dtype).reshape(streamed.shape)
+        assert layer.apply(x, w, b, out=out) is out and np.array_equal(out, streamed), offset
+        assert (raw[:start] == 0x7F).all() and (raw[start + streamed.nbytes:] == 0x7F).all()
     monkeypatch.setattr(_dispatch, "STREAM_OUTPUT_MIN_BYTES", 1 << 62)
     assert not convt.explain(layer, x.shape, w.shape, x.dtype).decision.stream_output
     assert np.array_equal(layer.apply(x, w, b), streamed)
