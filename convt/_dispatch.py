@@ -839,10 +839,11 @@ TRANSPOSED_MAX_POSITIONS = 144
 # 1.18x / 1.28x.  16 MiB outputs (unet2d, vnet3d) gained 3-13%, but a following
 # layer may still find such an output in the last-level cache, so they keep
 # ordinary stores.  Only whole lines are streamed (interleave_stream), from the
-# first a row reaches: an `out=` from np.empty starts 16 bytes into a line, and
-# rows 4 lines long then keep one line in four cached (a float32 3-D k2s2 onto
-# 64^3: 1.17x the time into an aligned out on 2 Zen 4 cores; convt's own outputs
-# of this size are aligned, convt._outputs).
+# first a row reaches, and a row that starts inside a line (every row of an `out=`
+# from np.empty, which starts 16 bytes into one) only if it spans 512 bytes: a
+# float32 3-D k2s2 onto 64^3 (256-byte rows, stored plainly) takes 1.15-1.2x the
+# time into such an out as into an aligned one on 2 Zen 4 cores (convt's own
+# outputs of this size are aligned, convt._outputs).
 STREAM_OUTPUT_MIN_BYTES = 32 << 20
 
 KERNEL_SET_VARIABLE = "CONVT_GEMM_BACKEND"

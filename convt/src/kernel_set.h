@@ -49,7 +49,8 @@
  * interleave_stream: the same, its whole cache lines (from the first line y
  *     reaches) stored past the caches (non-temporal stores), for outputs too
  *     large to stay cached: a line then costs its write, not its read for
- *     ownership too; the part of a line at either end goes through the caches.
+ *     ownership too; the part of a line at either end goes through the caches
+ *     (and the whole of a short row that starts inside a line: x86_avx2.c).
  *     Such stores are weakly ordered: the caller fences them
  *     (convt_store_fence, prefetch.h) before another thread reads y.  NULL
  *     unless the set is flagged CONVT_SET_STREAM_STORES.

@@ -373,19 +373,25 @@ DEFINE_INTERLEAVE(convt_avx2_interleave_f64, double, INTERLEAVE_STEPS_F64, _mm25
 
 /* The same with non-temporal stores (kernel_set.h, interleave_stream): from the
  * first pair whose y starts a cache line, every step (two vectors: a whole line)
- * goes past the caches; the pairs before it, a tail of less than a line, and a y
- * that no pair brings to a line's start (an odd element offset) through the plain
- * kernel.  Lines are streamed whole only: a line written partly past the caches and
- * partly through them made 3-D outputs 3-4x slower.  NumPy's large arrays start 16
- * bytes past a page, so every row of such an `out` starts 16 bytes into a line;
- * storing all of it plainly made large outputs 1.2-1.5x slower than convt's own,
- * aligned, ones. */
+ * goes past the caches; the pairs before it and a tail of less than a line go
+ * through the plain kernel.  Lines are streamed whole only: a line written partly
+ * past the caches and partly through them made 3-D outputs 3-4x slower.  NumPy's
+ * large arrays start 16 bytes past a page, so every row of such an `out` starts
+ * inside a line; storing all of it plainly made large 2-D outputs 1.2-1.6x slower
+ * than convt's own, aligned, ones.  A row that starts inside a line streams only
+ * if it spans STREAM_MISALIGNED_MIN_BYTES (on 2 Zen 4 cores a 3-D k1x2x2 output
+ * of 256-byte rows, one line in four then cached, ran 1.3x slower at 2 threads
+ * than with every row stored plainly; 512-byte rows and longer gained 1.2-1.4x);
+ * one that no pair brings to a line's start (an odd element offset) never does. */
+#define STREAM_MISALIGNED_MIN_BYTES 512
 #define DEFINE_INTERLEAVE_STREAM(NAME, PLAIN, T, STEPS, STREAM)                           \
     AVX2 void NAME(T *y, const T *even, const T *odd, ptrdiff_t pairs, T bias)            \
     {                                                                                     \
         const size_t offset = (size_t)((uintptr_t)y & 63);                                \
         ptrdiff_t i = 0;                                                                  \
-        if (offset % (2 * sizeof(T)) == 0) {                                              \
+        if (offset == 0 || (offset % (2 * sizeof(T)) == 0                                 \
+                            && pairs * 2 * (ptrdiff_t)sizeof(T)                           \
+                               >= STREAM_MISALIGNED_MIN_BYTES)) {                         \
             ptrdiff_t head = offset ? (ptrdiff_t)((64 - offset) / (2 * sizeof(T))) : 0;   \
             if (head > pairs) head = pairs;                                               \
             PLAIN(y, even, odd, head, bias);                                              \
