@@ -796,7 +796,7 @@ def explain(layer, x_shape, w_shape=None, dtype=None):
     layer, w_shape, bound_dtype = _unbound(layer, w_shape)
     geometry = layer._geometry_for(x_shape, w_shape)
     group = layer._attributes().group
-    dtype = np.dtype(dtype if dtype is not None else x_dtype or bound_dtype or np.float32)
+    dtype = _explained_dtype(dtype if dtype is not None else x_dtype or bound_dtype or np.float32)
     out_shape = layer.output_shape_for(x_shape, w_shape)
     channel = 1 if getattr(layer, "data_format", "NCX") == "NCX" else -1
     transpose = not getattr(layer, "_forward", False)
@@ -848,6 +848,18 @@ def explain(layer, x_shape, w_shape=None, dtype=None):
     return Explanation(problem, run.decision, run.plan, threads, copied is not None, winograd,
                        plane, col2im, streamed and serving is None and bound_dtype is None,
                        bands, bound_dtype is not None)
+
+
+def _explained_dtype(value):
+    """``value`` as one of the dtypes convt computes in; a TypeError naming them otherwise."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.newbyteorder("=").name not in _dispatch.STORAGE:
+        raise TypeError(f"dtype must be one of {', '.join(_dispatch.STORAGE)} (bfloat16 from "
+                        f"ml_dtypes), got {value!r}")
+    return dtype.newbyteorder("=")
 
 
 def _unbound(layer, w_shape):

@@ -155,6 +155,10 @@ class Parameters:
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
+# Operands that may be None (no bias); any other None is a TypeError naming it.
+OPTIONAL_OPERANDS = ("b", "B", "bias")
+
+
 def operands(arrays, opset=None, operator="ConvTranspose"):
     """The operands (name -> array-like or None) as arrays the kernels can read,
     all of one dtype.
@@ -166,6 +170,9 @@ def operands(arrays, opset=None, operator="ConvTranspose"):
     result = {}
     for name, value in arrays.items():
         if value is None:
+            if name not in OPTIONAL_OPERANDS:
+                raise TypeError(f"{name} must be an array (a numpy array or a nested sequence of "
+                                f"numbers), got None")
             result[name] = None
             continue
         array = _layouts.as_array(name, value)

@@ -100,3 +100,31 @@ def test_explain_takes_arrays_for_shapes_and_names_a_bad_one():
         .endswith("float32")
     with pytest.raises(TypeError, match="x_shape must be a shape"):
         convt.explain(convt.Conv(), 5, w)
+
+
+@pytest.mark.parametrize("operator", ["ConvTranspose", "Conv"])
+@pytest.mark.parametrize("name", ["x", "w"])
+def test_a_missing_operand_is_named(operator, name):
+    import convt
+    layer = getattr(convt, operator)()
+    operands = {"x": np.ones((1, 1, 5), np.float32), "w": np.ones((1, 1, 3), np.float32)}
+    operands[name] = None
+    with pytest.raises(TypeError, match=rf"^{name} must be an array .*got None"):
+        layer.apply(operands["x"], operands["w"])
+    if name == "w":
+        with pytest.raises(TypeError, match=r"^w must be an array .*got None"):
+            layer.bind(None)
+    # a bias of None is no bias
+    np.testing.assert_array_equal(layer.apply(np.ones((1, 1, 5), np.float32),
+                                              np.ones((1, 1, 3), np.float32), None),
+                                  layer.apply(np.ones((1, 1, 5), np.float32),
+                                              np.ones((1, 1, 3), np.float32)))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, "foo", np.complex64, bool])
+def test_explain_names_an_unsupported_dtype(dtype):
+    import convt
+    with pytest.raises(TypeError, match=r"^dtype must be one of float16, bfloat16, float32, "
+                                        r"float64"):
+        convt.explain(convt.Conv(), (1, 1, 8), (1, 1, 3), dtype)
+    assert convt.explain(convt.Conv(), (1, 1, 8), (1, 1, 3), ">f8").problem.dtype == np.float64
