@@ -26,12 +26,17 @@ def is_bfloat16(dtype):
     return dtype.kind == "V" and dtype.itemsize == 2 and dtype.name == "bfloat16"
 
 
+def is_supported(dtype):
+    """Whether convt computes in ``dtype`` (any byte order)."""
+    return is_bfloat16(dtype) or (dtype.kind == "f"
+                                  and dtype.newbyteorder("=") in SUPPORTED_DTYPES)
+
+
 def as_operand(name, value):
     """Return ``value`` as an ndarray of a supported float dtype the kernels can read."""
     array = np.asarray(value)
     dtype = array.dtype
-    if not is_bfloat16(dtype) and (
-            dtype.kind != "f" or dtype.newbyteorder("=") not in SUPPORTED_DTYPES):
+    if not is_supported(dtype):
         raise TypeError(
             f"{name} has dtype {dtype}; convt computes in float16, bfloat16 (ml_dtypes), "
             f"float32 or float64. Cast it first, e.g. {name}.astype(np.float32)."

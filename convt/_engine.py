@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import (_bands, _col2im, _dispatch, _environ, _outputs, _planes, _records, _weight_cache,
-               _winograd, _workspace)
+from . import (_arrays, _bands, _col2im, _dispatch, _environ, _outputs, _planes, _records,
+               _weight_cache, _winograd, _workspace)
 from ._compiled import load
 from ._geometry import Geometry
 from ._plan import conv_reaching_taps, direct_plan, gemm_plan
@@ -851,14 +851,15 @@ def explain(layer, x_shape, w_shape=None, dtype=None):
 
 
 def _explained_dtype(value):
-    """``value`` as one of the dtypes convt computes in; a TypeError naming them otherwise."""
+    """``value`` as one of the dtypes convt computes in (convt._arrays.is_supported), in
+    native byte order; a TypeError naming them otherwise."""
     try:
         dtype = np.dtype(value)
     except TypeError:
         dtype = None
-    if dtype is None or dtype.newbyteorder("=").name not in _dispatch.STORAGE:
-        raise TypeError(f"dtype must be one of {', '.join(_dispatch.STORAGE)} (bfloat16 from "
-                        f"ml_dtypes), got {value!r}")
+    if dtype is None or not _arrays.is_supported(dtype):
+        raise TypeError(f"dtype must be one of {', '.join(_arrays.SUPPORTED_NAMES)} (bfloat16 "
+                        f"from ml_dtypes), got {value!r}")
     return dtype.newbyteorder("=")
 
 
@@ -867,16 +868,17 @@ def _unbound(layer, w_shape):
     ``layer`` and ``w_shape`` arguments."""
     from ._bound import BoundLayer  # (imports the front end, which imports this module)
 
+    given = None if w_shape is None else _shape_of(w_shape, "w_shape")[0]
     if isinstance(layer, BoundLayer):
         weights = layer.weights
-        if w_shape is not None and _shape_of(w_shape, "w_shape")[0] != weights.shape:
+        if given is not None and given != weights.shape:
             raise ValueError(f"w_shape must be the bound weights' shape {weights.shape} (or "
-                             f"None), got {_shape_of(w_shape, 'w_shape')[0]}")
+                             f"None), got {given}")
         return layer.layer, weights.shape, weights.dtype
     if not hasattr(layer, "_geometry_for"):
         raise TypeError("layer must be a ConvTranspose, a Conv or a BoundLayer, got "
                         f"{type(layer).__name__}")
-    if w_shape is None:
+    if given is None:
         raise TypeError("w_shape is required unless layer is a BoundLayer (layer.bind(w))")
-    return layer, _shape_of(w_shape, "w_shape")[0], None
+    return layer, given, None
 

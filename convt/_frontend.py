@@ -156,7 +156,7 @@ class Parameters:
 
 
 # Operands that may be None (no bias); any other None is a TypeError naming it.
-OPTIONAL_OPERANDS = ("b", "B", "bias")
+OPTIONAL_OPERANDS = ("b", "bias")
 
 
 def operands(arrays, opset=None, operator="ConvTranspose"):
